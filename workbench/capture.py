@@ -1,0 +1,348 @@
+"""Activation capture with plain PyTorch forward hooks.
+
+:func:`hooks` attaches one forward hook (or pre-hook, for input sites) per site inside a context
+manager that removes every handle on exit, normal or not. :func:`capture` batches the inputs
+(length-sorted, to waste little on padding), pads them on the tokenizer's side, passes explicit
+position ids so that left padding does not shift positions, and keeps only real tokens: padded
+positions never reach the output.
+
+Output layout (shared by memory and disk): for each site an ``(n_rows, d)`` tensor holding every
+real token of every text, concatenated in input order; ``offsets`` (``n_texts + 1``) delimits the
+texts and ``token_ids`` gives each row's token. With ``positions="last"`` or ``"mean"`` each text is
+one row and ``offsets`` is ``arange(n_texts + 1)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from workbench.errors import ConfigError
+from workbench.inputs import TokenizedInputs, tokenize
+from workbench.models.loading import resolve_dtype
+from workbench.models.subject import Subject
+from workbench.sites import Site
+from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
+
+Positions = Literal["all", "last", "mean"]
+POSITIONS: tuple[str, ...] = ("all", "last", "mean")
+DEFAULT_SHARD_BYTES = 256 * 2**20
+
+
+@contextlib.contextmanager
+def hooks(sites: Sequence[Site], fn: Callable[[Site, Tensor], None]) -> Iterator[None]:
+    """Calls ``fn(site, tensor)`` with each site's tensor on every forward pass inside the block.
+
+    Output sites use forward hooks, input sites forward pre-hooks. Tuples are indexed with the
+    site's ``index``. Every handle is removed when the block exits, also on an exception.
+
+    Args:
+        sites: Resolved sites (see :meth:`Subject.expand`).
+        fn: Receives the site and its ``(batch, pos, d)`` tensor.
+    """
+    handles = []
+    try:
+        for site in sites:
+            if site.spec.io == "output":
+                def on_output(_module, _args, output, site=site):
+                    fn(site, _pick(output, site.spec.index))
+
+                handles.append(site.module.register_forward_hook(on_output))
+            else:
+                def on_input(_module, args, kwargs, site=site):
+                    value = kwargs[site.spec.arg] if site.spec.arg in kwargs else args
+                    fn(site, _pick(value, site.spec.index))
+
+                handles.append(site.module.register_forward_pre_hook(on_input, with_kwargs=True))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _pick(value: Any, index: int) -> Tensor:
+    while isinstance(value, tuple | list):
+        value = value[index]
+    return value
+
+
+@dataclass(frozen=True)
+class Activations(Mapping[str, Tensor]):
+    """Captured activations in memory; a read-only mapping from site name to ``(n_rows, d)``.
+
+    Attributes:
+        data: Site name to tensor.
+        offsets: ``(n_texts + 1,)``; text ``i`` is rows ``offsets[i]:offsets[i + 1]``.
+        token_ids: ``(n_rows,)`` token of each row (last token for ``"last"``, -1 for ``"mean"``).
+        positions: Which positions were kept.
+        meta: What produced them (model, revision, dtype, ...).
+    """
+
+    data: dict[str, Float[Tensor, "row d"]]
+    offsets: Int[Tensor, " text_plus_1"]
+    token_ids: Int[Tensor, " row"]
+    positions: str = "all"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n_rows = int(self.offsets[-1])
+        for name, tensor in self.data.items():
+            if tensor.shape[0] != n_rows:
+                raise ValueError(f"site {name}: {tensor.shape[0]} rows, offsets say {n_rows}")
+        if self.token_ids.shape != (n_rows,):
+            raise ValueError(f"token_ids has shape {tuple(self.token_ids.shape)}, expected ({n_rows},)")
+
+    def __getitem__(self, site: str) -> Tensor:
+        try:
+            return self.data[site]
+        except KeyError:
+            raise KeyError(f"no site {site!r}; captured: {', '.join(self.data)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def sites(self) -> list[str]:
+        """Captured site names in forward order."""
+        return list(self.data)
+
+    def text(self, i: int, site: str) -> Tensor:
+        """Rows of text ``i`` at ``site``."""
+        return self.data[site][int(self.offsets[i]) : int(self.offsets[i + 1])]
+
+
+def capture(
+    subject: Subject,
+    inputs: Any,
+    *,
+    sites: str | Sequence[str],
+    layers: str | int | Sequence[int] = "all",
+    positions: Positions = "all",
+    batch_size: int = 8,
+    max_length: int | None = None,
+    dtype: str | torch.dtype | None = None,
+    out: str | os.PathLike[str] | None = None,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    padding_side: Literal["left", "right"] | None = None,
+    n_texts: int | None = None,
+    progress: bool = True,
+) -> Activations | ActivationStore:
+    """Runs the model over the inputs and records activations at the given sites.
+
+    Args:
+        subject: The model (from :func:`workbench.load_model`).
+        inputs: Texts, token-id sequences, a 2-D token-id tensor, or a source spec
+            (``builtin:pydoc``, a ``.txt`` or ``.jsonl`` file).
+        sites: Site kinds (``"resid_post"``, expanded over ``layers``) or names
+            (``"resid_post.3"``, ``"final_norm"``), as a list or a comma-separated string.
+        layers: Layers for bare per-layer kinds: ``"all"``, ``"0,3,-1"``, ``"2:6"`` or ints.
+        positions: ``"all"`` real tokens, the ``"last"`` real token of each text, or the
+            ``"mean"`` over each text's real tokens.
+        batch_size: Texts per forward pass.
+        max_length: Truncate longer texts; default: the model's context length (at most 512).
+        dtype: Dtype of the stored activations; default: float32.
+        out: ``None`` returns :class:`Activations` in memory; a folder streams to an
+            :class:`ActivationStore` there (resumable).
+        shard_bytes: Target size of one shard on disk; bounds the memory of a streamed capture.
+        padding_side: Pad on the ``"left"`` or ``"right"``; default: the tokenizer's side.
+        n_texts: For a source spec, use only the first ``n_texts`` texts.
+        progress: Show a progress bar.
+
+    Returns:
+        In-memory :class:`Activations`, or the :class:`ActivationStore` written at ``out``.
+
+    Raises:
+        SiteError: Unknown site or layer out of range.
+        InputError: Empty or unreadable inputs.
+        StoreMismatchError: ``out`` holds a capture of other inputs or settings.
+    """
+    resolved = subject.expand(sites, layers)
+    if positions not in POSITIONS:
+        raise ConfigError(f"unknown positions {positions!r}; use one of {', '.join(POSITIONS)}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
+    side = padding_side or getattr(subject.tokenizer, "padding_side", "right")
+    if side not in ("left", "right"):
+        raise ConfigError(f"unknown padding_side {side!r}; use 'left' or 'right'")
+    store_dtype = resolve_dtype(dtype)
+    toks = tokenize(
+        subject.tokenizer,
+        inputs,
+        max_length=max_length or _context_length(subject),
+        vocab_size=int(subject.model.get_input_embeddings().num_embeddings),
+        limit=n_texts,
+    )
+    runner = _Runner(subject, resolved, positions, batch_size, side, store_dtype)
+    offsets, token_ids = _row_layout(toks, positions)
+    if out is None:
+        bar = tqdm(total=len(toks.sequences), desc="capture", unit="text", disable=not progress)
+        with bar:
+            data = runner.run(toks, range(len(toks.sequences)), offsets, bar)
+        meta = {**subject.provenance(), "dtype": str(store_dtype).removeprefix("torch.")}
+        return Activations(data, torch.from_numpy(offsets), torch.from_numpy(token_ids), positions, meta)
+    return _capture_to_store(
+        Path(out), subject, runner, toks, offsets, token_ids, shard_bytes, progress
+    )
+
+
+def _context_length(subject: Subject) -> int:
+    config = subject.model.config
+    limit = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+    return int(min(limit or 512, 512))
+
+
+def _row_layout(toks: TokenizedInputs, positions: str) -> tuple[np.ndarray, np.ndarray]:
+    if positions == "all":
+        return toks.offsets, toks.token_ids
+    n = len(toks.sequences)
+    last = np.array([int(s[-1]) for s in toks.sequences], dtype=np.int64)
+    return np.arange(n + 1, dtype=np.int64), last if positions == "last" else np.full(n, -1, np.int64)
+
+
+class _Runner:
+    """Forward passes over a set of texts, filling one preallocated buffer per site."""
+
+    def __init__(
+        self,
+        subject: Subject,
+        sites: list[Site],
+        positions: str,
+        batch_size: int,
+        side: str,
+        dtype: torch.dtype,
+    ) -> None:
+        self.subject, self.sites, self.positions = subject, sites, positions
+        self.batch_size, self.side, self.dtype = batch_size, side, dtype
+        params = inspect.signature(subject.model.forward).parameters
+        self.pass_positions = "position_ids" in params
+        self.no_cache = "use_cache" in params
+        pad = subject.tokenizer.pad_token_id
+        self.pad_id = int(pad) if pad is not None else 0
+
+    def run(
+        self, toks: TokenizedInputs, texts: range, offsets: np.ndarray, bar: tqdm
+    ) -> dict[str, Tensor]:
+        """Captures texts ``texts`` (a contiguous range); returns rows relative to the range."""
+        seqs = toks.sequences
+        base = int(offsets[texts.start])
+        n_rows = int(offsets[texts.stop]) - base
+        buffers: dict[str, Tensor] = {}
+        order = sorted(texts, key=lambda i: len(seqs[i]))
+        state: dict[str, Any] = {}
+
+        def sink(site: Site, hidden: Tensor) -> None:
+            rows = _select(hidden, state["mask"], self.positions)
+            buf = buffers.get(site.name)
+            if buf is None:
+                buf = buffers[site.name] = torch.empty(n_rows, rows.shape[-1], dtype=self.dtype)
+            buf.index_copy_(0, state["dest"], rows.to(device="cpu", dtype=self.dtype))
+
+        device = self.subject.device
+        with hooks(self.sites, sink), torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                ids, mask = _pad([seqs[i] for i in batch], self.pad_id, self.side)
+                state["mask"] = mask.to(device)
+                state["dest"] = torch.cat(
+                    [torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch]
+                ) - base
+                kwargs: dict[str, Any] = {"input_ids": ids.to(device), "attention_mask": state["mask"]}
+                if self.pass_positions:
+                    kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(device)
+                if self.no_cache:
+                    kwargs["use_cache"] = False
+                self.subject.model(**kwargs)
+                bar.update(len(batch))
+        return {site.name: buffers[site.name] for site in self.sites}
+
+
+def _pad(seqs: list[Tensor], pad_id: int, side: str) -> tuple[Int[Tensor, "b p"], Bool[Tensor, "b p"]]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        cols = slice(width - len(seq), width) if side == "left" else slice(0, len(seq))
+        ids[row, cols] = seq
+        mask[row, cols] = 1
+    return ids, mask
+
+
+def _select(hidden: Float[Tensor, "b p d"], mask: Tensor, positions: str) -> Float[Tensor, "r d"]:
+    """Keeps real tokens (``all``), each text's last real token, or the mean over real tokens."""
+    keep = mask.bool()
+    if positions == "all":
+        return hidden[keep]
+    if positions == "last":
+        width = keep.shape[1]
+        last = width - 1 - keep.flip(-1).to(torch.int8).argmax(-1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    weights = keep.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * weights).sum(1) / weights.sum(1)
+
+
+def _capture_to_store(
+    path: Path,
+    subject: Subject,
+    runner: _Runner,
+    toks: TokenizedInputs,
+    offsets: np.ndarray,
+    token_ids: np.ndarray,
+    shard_bytes: int,
+    progress: bool,
+) -> ActivationStore:
+    config = subject.model.config
+    widths = [int(config.vocab_size) if s.kind == "unembed" else subject.d_model for s in runner.sites]
+    row_bytes = sum(widths) * torch.empty((), dtype=runner.dtype).element_size()
+    rows_per_shard = max(1, shard_bytes // row_bytes)
+    plans = plan_shards(offsets, rows_per_shard)
+    settings = {
+        "sites": [s.name for s in runner.sites],
+        "positions": runner.positions,
+        "dtype": str(runner.dtype).removeprefix("torch."),
+        "rows_per_shard": int(rows_per_shard),
+        "model": subject.name,
+        "revision": subject.revision,
+    }
+    manifest = {
+        "format": FORMAT,
+        "model": subject.name,
+        "revision": subject.revision,
+        "sites": settings["sites"],
+        "positions": runner.positions,
+        "dtype": settings["dtype"],
+        "n_texts": len(toks.sequences),
+        "n_rows": int(offsets[-1]),
+        "input_hash": toks.digest(),
+        "settings": hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
+        "shards": [
+            {"index": p.index, "file": p.file, "texts": list(p.texts), "rows": list(p.rows), "bytes": None}
+            for p in plans
+        ],
+        "provenance": {**subject.provenance(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+    }
+    writer = StoreWriter(path, manifest, token_ids, offsets)
+    todo = writer.pending()
+    total = sum(p.texts[1] - p.texts[0] for p in todo)
+    with tqdm(total=total, desc="capture", unit="text", disable=not progress) as bar:
+        for plan in todo:
+            texts = range(*plan.texts)
+            writer.write(plan, runner.run(toks, texts, offsets, bar))
+    return ActivationStore(path)
+

@@ -1,0 +1,123 @@
+"""The ``workbench`` command, thin over the library.
+
+Bad input exits with status 2 and one line ``error: ...`` on stderr (a traceback only with
+``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+
+def _add_models(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("models", help="list the embedded models and the architectures hooks/ knows")
+
+
+def _add_capture(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("capture", help="stream activations to an ActivationStore (resumable)")
+    p.add_argument("--model", required=True, help="minilm, tiny-lm, a local folder or an HF id")
+    p.add_argument("--revision", default=None, help="checkpoint, e.g. step-200 or step1000")
+    p.add_argument("--sites", required=True, help="comma list: resid_post, attn_out.3, final_norm, ...")
+    p.add_argument("--layers", default="all", help="all, 0,3,-1 or 2:6 (default: all)")
+    p.add_argument("--texts", required=True, help="builtin:pydoc, a .txt (one text a line) or .jsonl file")
+    p.add_argument("--n-texts", type=int, default=None, help="use only the first N texts")
+    p.add_argument("--out", required=True, help="store folder (rerun the same command to resume)")
+    p.add_argument("--positions", default="all", choices=["all", "last", "mean"])
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-length", type=int, default=None)
+    p.add_argument("--dtype", default=None, help="stored dtype: float32 (default), float16, bfloat16")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--shard-mb", type=float, default=256.0, help="target shard size in MiB")
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train an embedded model (tiny-lm) with checkpoints")
+    p.add_argument("name", choices=["tiny-lm"])
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default 500)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="folder (default: the cache load_model uses)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``workbench`` command."""
+    parser = argparse.ArgumentParser(prog="workbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_models, _add_capture, _add_train):
+        add(sub)
+    return parser
+
+
+def cmd_models(_args: argparse.Namespace) -> int:
+    from workbench.models import EMBEDDED
+    from workbench.sites import families
+
+    lines = ["embedded models:"]
+    lines += [f"  {name:<10} {about}" for name, about in EMBEDDED.items()]
+    lines.append("architecture families (hooks/*.toml):")
+    for fam in families().values():
+        lines.append(f"  {fam.name:<10} model types: {', '.join(fam.model_types)}")
+        lines.append(f"  {'':<10} sites: {', '.join(fam.sites)}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from workbench import capture, load_model
+
+    subject = load_model(args.model, revision=args.revision, device=args.device)
+    store = capture(
+        subject,
+        args.texts,
+        sites=args.sites,
+        layers=args.layers,
+        positions=args.positions,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        out=args.out,
+        shard_bytes=int(args.shard_mb * 2**20),
+        n_texts=args.n_texts,
+    )
+    sys.stdout.write(f"{store}\n")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from workbench.models.tiny_lm import TinyLMConfig, default_path, train_tiny_lm
+
+    config = TinyLMConfig(**({"steps": args.steps} if args.steps else {}), seed=args.seed)
+    out = train_tiny_lm(config, out=args.out or default_path(config))
+    sys.stdout.write(f"{out}\n")
+    return 0
+
+
+COMMANDS = {"models": cmd_models, "capture": cmd_capture, "train": cmd_train}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workbench`` console script."""
+    from workbench.errors import WorkbenchError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return COMMANDS[args.command](args)
+    except WorkbenchError as exc:
+        if args.debug:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
