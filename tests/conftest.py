@@ -13,7 +13,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))
 
-import tinymodels  # noqa: E402
+import tinymodels
 
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "bert")
 

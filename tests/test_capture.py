@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from tinymodels import D_MODEL, N_LAYERS, SENTENCES
+
 from workbench import capture, load_model
 from workbench.capture import hooks
 from workbench.errors import ConfigError, InputError, SiteError
@@ -36,9 +36,13 @@ def test_resid_post_matches_hf_hidden_states(subject):
         assert len(hs) == N_LAYERS + 1
         torch.testing.assert_close(acts.text(i, "embed"), hs[0], atol=1e-5, rtol=0)
         for layer in range(N_LAYERS - 1):
-            torch.testing.assert_close(acts.text(i, f"resid_post.{layer}"), hs[layer + 1], atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                acts.text(i, f"resid_post.{layer}"), hs[layer + 1], atol=1e-5, rtol=0
+            )
         last = acts.text(i, f"resid_post.{N_LAYERS - 1}")
-        if subject.family.name == "bert":  # post-LN: the last hidden state is the last layer's output
+        if (
+            subject.family.name == "bert"
+        ):  # post-LN: the last hidden state is the last layer's output
             torch.testing.assert_close(last, hs[-1], atol=1e-5, rtol=0)
         else:  # pre-LN decoders: HF applies the final norm to the last hidden state
             torch.testing.assert_close(acts.text(i, "final_norm"), hs[-1], atol=1e-5, rtol=0)
@@ -56,7 +60,14 @@ def test_layout_offsets_and_token_ids(subject):
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_padding_batch_equals_one_at_a_time(subject, side):
     sites = "resid_pre,resid_post,attn_out,mlp_out"
-    batched = capture(subject, SENTENCES, sites=sites, batch_size=len(SENTENCES), padding_side=side, progress=False)
+    batched = capture(
+        subject,
+        SENTENCES,
+        sites=sites,
+        batch_size=len(SENTENCES),
+        padding_side=side,
+        progress=False,
+    )
     single = capture(subject, SENTENCES, sites=sites, batch_size=1, progress=False)
     assert batched.sites == single.sites
     for name in single:
@@ -67,7 +78,11 @@ def test_site_arithmetic_of_the_residual_stream(subject):
     """The residual stream adds up: checks that each site reads the tensor it claims to."""
     if subject.family.name == "bert":
         pytest.skip("post-LN: the sums pass through LayerNorms")
-    kinds = [k for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out") if k in subject.family.sites]
+    kinds = [
+        k
+        for k in ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
+        if k in subject.family.sites
+    ]
     acts = capture(subject, SENTENCES, sites=kinds, progress=False)
     for layer in range(N_LAYERS):
         pre, post = acts[f"resid_pre.{layer}"], acts[f"resid_post.{layer}"]
@@ -91,7 +106,9 @@ def test_positions_last_and_mean(subject):
     full = capture(subject, SENTENCES, sites="resid_post.-1", progress=False)
     name = f"resid_post.{N_LAYERS - 1}"
     for positions, reduce in (("last", lambda x: x[-1]), ("mean", lambda x: x.mean(0))):
-        pooled = capture(subject, SENTENCES, sites=name, positions=positions, batch_size=3, progress=False)
+        pooled = capture(
+            subject, SENTENCES, sites=name, positions=positions, batch_size=3, progress=False
+        )
         assert pooled.offsets.tolist() == list(range(len(SENTENCES) + 1))
         expected = torch.stack([reduce(full.text(i, name)) for i in range(len(SENTENCES))])
         torch.testing.assert_close(pooled[name], expected, atol=1e-5, rtol=1e-5)
@@ -110,7 +127,9 @@ def test_token_id_inputs_equal_text_inputs(subject):
 
 
 def test_dtype_and_layer_selection(subject):
-    acts = capture(subject, SENTENCES, sites="resid_post", layers="0,-1", dtype="bfloat16", progress=False)
+    acts = capture(
+        subject, SENTENCES, sites="resid_post", layers="0,-1", dtype="bfloat16", progress=False
+    )
     assert acts.sites == ["resid_post.0", f"resid_post.{N_LAYERS - 1}"]
     assert acts["resid_post.0"].dtype == torch.bfloat16
 

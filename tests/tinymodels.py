@@ -28,7 +28,9 @@ def bpe_tokenizer() -> T.PreTrainedTokenizerFast:
     from tokenizers import ByteLevelBPETokenizer
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(SENTENCES * 4, vocab_size=VOCAB, min_frequency=1, special_tokens=["<eos>"])
+    bpe.train_from_iterator(
+        SENTENCES * 4, vocab_size=VOCAB, min_frequency=1, special_tokens=["<eos>"]
+    )
     return T.PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer, eos_token="<eos>", pad_token="<eos>", bos_token="<eos>"
     )
@@ -51,9 +53,7 @@ def wordpiece_tokenizer() -> T.PreTrainedTokenizerFast:
 
 
 CONFIGS = {
-    "gpt2": lambda: T.GPT2Config(
-        n_layer=3, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64
-    ),
+    "gpt2": lambda: T.GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64),
     "gpt_neox": lambda: T.GPTNeoXConfig(
         num_hidden_layers=3,
         hidden_size=32,

@@ -31,6 +31,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from workbench import backends as _backends
 from workbench.errors import ConfigError
 from workbench.inputs import TokenizedInputs, tokenize
 from workbench.models.loading import resolve_dtype
@@ -58,13 +59,15 @@ def hooks(sites: Sequence[Site], fn: Callable[[Site, Tensor], None]) -> Iterator
     try:
         for site in sites:
             if site.spec.io == "output":
+
                 def on_output(_module, _args, output, site=site):
                     fn(site, _pick(output, site.spec.index))
 
                 handles.append(site.module.register_forward_hook(on_output))
             else:
+
                 def on_input(_module, args, kwargs, site=site):
-                    value = kwargs[site.spec.arg] if site.spec.arg in kwargs else args
+                    value = kwargs.get(site.spec.arg, args)
                     fn(site, _pick(value, site.spec.index))
 
                 handles.append(site.module.register_forward_pre_hook(on_input, with_kwargs=True))
@@ -104,7 +107,9 @@ class Activations(Mapping[str, Tensor]):
             if tensor.shape[0] != n_rows:
                 raise ValueError(f"site {name}: {tensor.shape[0]} rows, offsets say {n_rows}")
         if self.token_ids.shape != (n_rows,):
-            raise ValueError(f"token_ids has shape {tuple(self.token_ids.shape)}, expected ({n_rows},)")
+            raise ValueError(
+                f"token_ids has shape {tuple(self.token_ids.shape)}, expected ({n_rows},)"
+            )
 
     def __getitem__(self, site: str) -> Tensor:
         try:
@@ -143,6 +148,8 @@ def capture(
     padding_side: Literal["left", "right"] | None = None,
     n_texts: int | None = None,
     progress: bool = True,
+    backend: str = "hooks",
+    remote: bool | str = False,
 ) -> Activations | ActivationStore:
     """Runs the model over the inputs and records activations at the given sites.
 
@@ -164,6 +171,10 @@ def capture(
         padding_side: Pad on the ``"left"`` or ``"right"``; default: the tokenizer's side.
         n_texts: For a source spec, use only the first ``n_texts`` texts.
         progress: Show a progress bar.
+        backend: ``"hooks"`` (plain PyTorch hooks), ``"transformer_lens"`` or ``"nnsight"``;
+            same output either way (see :mod:`workbench.backends`).
+        remote: With ``backend="nnsight"``, run each batch on NDIF (``True``), or rehearse
+            that in-process (``"local"``).
 
     Returns:
         In-memory :class:`Activations`, or the :class:`ActivationStore` written at ``out``.
@@ -189,14 +200,19 @@ def capture(
         vocab_size=int(subject.model.get_input_embeddings().num_embeddings),
         limit=n_texts,
     )
-    runner = _Runner(subject, resolved, positions, batch_size, side, store_dtype)
+    run_batch = None
+    if backend != "hooks" or remote:
+        run_batch = _backends.get(backend)(subject, resolved, remote=remote)
+    runner = _Runner(subject, resolved, positions, batch_size, side, store_dtype, run_batch)
     offsets, token_ids = _row_layout(toks, positions)
     if out is None:
         bar = tqdm(total=len(toks.sequences), desc="capture", unit="text", disable=not progress)
         with bar:
             data = runner.run(toks, range(len(toks.sequences)), offsets, bar)
         meta = {**subject.provenance(), "dtype": str(store_dtype).removeprefix("torch.")}
-        return Activations(data, torch.from_numpy(offsets), torch.from_numpy(token_ids), positions, meta)
+        return Activations(
+            data, torch.from_numpy(offsets), torch.from_numpy(token_ids), positions, meta
+        )
     return _capture_to_store(
         Path(out), subject, runner, toks, offsets, token_ids, shard_bytes, progress
     )
@@ -213,7 +229,9 @@ def _row_layout(toks: TokenizedInputs, positions: str) -> tuple[np.ndarray, np.n
         return toks.offsets, toks.token_ids
     n = len(toks.sequences)
     last = np.array([int(s[-1]) for s in toks.sequences], dtype=np.int64)
-    return np.arange(n + 1, dtype=np.int64), last if positions == "last" else np.full(n, -1, np.int64)
+    return np.arange(n + 1, dtype=np.int64), last if positions == "last" else np.full(
+        n, -1, np.int64
+    )
 
 
 class _Runner:
@@ -227,8 +245,10 @@ class _Runner:
         batch_size: int,
         side: str,
         dtype: torch.dtype,
+        run_batch: _backends.RunBatch | None = None,
     ) -> None:
         self.subject, self.sites, self.positions = subject, sites, positions
+        self.run_batch = run_batch
         self.batch_size, self.side, self.dtype = batch_size, side, dtype
         params = inspect.signature(subject.model.forward).parameters
         self.pass_positions = "position_ids" in params
@@ -255,25 +275,37 @@ class _Runner:
             buf.index_copy_(0, state["dest"], rows.to(device="cpu", dtype=self.dtype))
 
         device = self.subject.device
-        with hooks(self.sites, sink), torch.inference_mode():
+        tap = hooks(self.sites, sink) if self.run_batch is None else contextlib.nullcontext()
+        with tap, torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
                 ids, mask = _pad([seqs[i] for i in batch], self.pad_id, self.side)
                 state["mask"] = mask.to(device)
-                state["dest"] = torch.cat(
-                    [torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch]
-                ) - base
-                kwargs: dict[str, Any] = {"input_ids": ids.to(device), "attention_mask": state["mask"]}
+                state["dest"] = (
+                    torch.cat([torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch])
+                    - base
+                )
+                kwargs: dict[str, Any] = {
+                    "input_ids": ids.to(device),
+                    "attention_mask": state["mask"],
+                }
                 if self.pass_positions:
                     kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(device)
                 if self.no_cache:
                     kwargs["use_cache"] = False
-                self.subject.model(**kwargs)
+                if self.run_batch is None:
+                    self.subject.model(**kwargs)
+                else:
+                    outputs = self.run_batch(**kwargs)
+                    for site in self.sites:
+                        sink(site, outputs[site.name])
                 bar.update(len(batch))
         return {site.name: buffers[site.name] for site in self.sites}
 
 
-def _pad(seqs: list[Tensor], pad_id: int, side: str) -> tuple[Int[Tensor, "b p"], Bool[Tensor, "b p"]]:
+def _pad(
+    seqs: list[Tensor], pad_id: int, side: str
+) -> tuple[Int[Tensor, "b p"], Bool[Tensor, "b p"]]:
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -308,7 +340,9 @@ def _capture_to_store(
     progress: bool,
 ) -> ActivationStore:
     config = subject.model.config
-    widths = [int(config.vocab_size) if s.kind == "unembed" else subject.d_model for s in runner.sites]
+    widths = [
+        int(config.vocab_size) if s.kind == "unembed" else subject.d_model for s in runner.sites
+    ]
     row_bytes = sum(widths) * torch.empty((), dtype=runner.dtype).element_size()
     rows_per_shard = max(1, shard_bytes // row_bytes)
     plans = plan_shards(offsets, rows_per_shard)
@@ -332,7 +366,13 @@ def _capture_to_store(
         "input_hash": toks.digest(),
         "settings": hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(),
         "shards": [
-            {"index": p.index, "file": p.file, "texts": list(p.texts), "rows": list(p.rows), "bytes": None}
+            {
+                "index": p.index,
+                "file": p.file,
+                "texts": list(p.texts),
+                "rows": list(p.rows),
+                "bytes": None,
+            }
             for p in plans
         ],
         "provenance": {**subject.provenance(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
@@ -345,4 +385,3 @@ def _capture_to_store(
             texts = range(*plan.texts)
             writer.write(plan, runner.run(toks, texts, offsets, bar))
     return ActivationStore(path)
-

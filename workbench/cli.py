@@ -21,15 +21,21 @@ def _add_capture(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("capture", help="stream activations to an ActivationStore (resumable)")
     p.add_argument("--model", required=True, help="minilm, tiny-lm, a local folder or an HF id")
     p.add_argument("--revision", default=None, help="checkpoint, e.g. step-200 or step1000")
-    p.add_argument("--sites", required=True, help="comma list: resid_post, attn_out.3, final_norm, ...")
+    p.add_argument(
+        "--sites", required=True, help="comma list: resid_post, attn_out.3, final_norm, ..."
+    )
     p.add_argument("--layers", default="all", help="all, 0,3,-1 or 2:6 (default: all)")
-    p.add_argument("--texts", required=True, help="builtin:pydoc, a .txt (one text a line) or .jsonl file")
+    p.add_argument(
+        "--texts", required=True, help="builtin:pydoc, a .txt (one text a line) or .jsonl file"
+    )
     p.add_argument("--n-texts", type=int, default=None, help="use only the first N texts")
     p.add_argument("--out", required=True, help="store folder (rerun the same command to resume)")
     p.add_argument("--positions", default="all", choices=["all", "last", "mean"])
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-length", type=int, default=None)
-    p.add_argument("--dtype", default=None, help="stored dtype: float32 (default), float16, bfloat16")
+    p.add_argument(
+        "--dtype", default=None, help="stored dtype: float32 (default), float16, bfloat16"
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--shard-mb", type=float, default=256.0, help="target shard size in MiB")
 
@@ -69,11 +75,13 @@ def cmd_models(_args: argparse.Namespace) -> int:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     from workbench import capture, load_model
+    from workbench.inputs import read_texts
 
+    texts = read_texts(args.texts, args.n_texts)  # fail on a bad source before loading a model
     subject = load_model(args.model, revision=args.revision, device=args.device)
     store = capture(
         subject,
-        args.texts,
+        texts,
         sites=args.sites,
         layers=args.layers,
         positions=args.positions,
@@ -82,7 +90,6 @@ def cmd_capture(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         out=args.out,
         shard_bytes=int(args.shard_mb * 2**20),
-        n_texts=args.n_texts,
     )
     sys.stdout.write(f"{store}\n")
     return 0
@@ -100,13 +107,24 @@ def cmd_train(args: argparse.Namespace) -> int:
 COMMANDS = {"models": cmd_models, "capture": cmd_capture, "train": cmd_train}
 
 
+def _quiet_transformers() -> None:
+    """Keeps the command's stderr to our own lines: no weight-loading bars or config warnings."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workbench`` console script."""
     from workbench.errors import WorkbenchError
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _quiet_transformers()
     try:
         return COMMANDS[args.command](args)
     except WorkbenchError as exc:

@@ -40,7 +40,9 @@ def read_texts(source: str | Path, limit: int | None = None) -> list[str]:
     if spec == "builtin:pydoc":
         texts = _pydoc_paragraphs()
     elif spec.startswith("builtin:"):
-        raise InputError(f"unknown text source {spec!r}; builtin sources: {', '.join(BUILTIN_SOURCES)}")
+        raise InputError(
+            f"unknown text source {spec!r}; builtin sources: {', '.join(BUILTIN_SOURCES)}"
+        )
     else:
         path = Path(spec).expanduser()
         if path.suffix not in (".txt", ".jsonl"):
@@ -51,7 +53,11 @@ def read_texts(source: str | Path, limit: int | None = None) -> list[str]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read text source {spec!r}: {exc.strerror or exc}") from exc
-        texts = _jsonl_texts(lines, spec) if path.suffix == ".jsonl" else [ln for ln in lines if ln.strip()]
+        texts = (
+            _jsonl_texts(lines, spec)
+            if path.suffix == ".jsonl"
+            else [ln for ln in lines if ln.strip()]
+        )
     if limit is not None:
         if limit < 1:
             raise InputError(f"the number of texts must be at least 1, got {limit}")
@@ -69,7 +75,9 @@ def _jsonl_texts(lines: list[str], spec: str) -> list[str]:
         try:
             text = json.loads(line)["text"]
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{spec}:{number}: expected a JSON object with a 'text' field") from exc
+            raise InputError(
+                f"{spec}:{number}: expected a JSON object with a 'text' field"
+            ) from exc
         if not isinstance(text, str):
             raise InputError(f"{spec}:{number}: 'text' must be a string")
         texts.append(text)
@@ -146,7 +154,9 @@ def tokenize(
         inputs = read_texts(inputs, limit)
     if isinstance(inputs, torch.Tensor):
         if inputs.dim() != 2:
-            raise InputError(f"a token-id tensor must be 2-D (texts x tokens), got shape {tuple(inputs.shape)}")
+            raise InputError(
+                f"a token-id tensor must be 2-D (texts x tokens), got shape {tuple(inputs.shape)}"
+            )
         seqs = [row for row in inputs]
     else:
         items = list(inputs)
@@ -156,7 +166,9 @@ def tokenize(
             for i, text in enumerate(items):
                 if not text.strip():
                     raise InputError(f"text {i} is empty")
-            encoded = tokenizer(items, add_special_tokens=True, truncation=True, max_length=max_length)
+            encoded = tokenizer(
+                items, add_special_tokens=True, truncation=True, max_length=max_length
+            )
             seqs = [torch.tensor(ids, dtype=torch.long) for ids in encoded["input_ids"]]
         elif any(isinstance(t, str) for t in items):
             raise InputError("inputs mix texts and token ids; give one kind")

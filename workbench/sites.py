@@ -1,9 +1,9 @@
 """Hook sites as data: canonical site names resolved to modules through ``hooks/*.toml``.
 
 A site is a named place in the forward pass whose tensor the workbench can read: ``embed``,
-``resid_pre.L``, ``resid_mid.L``, ``resid_post.L``, ``attn_out.L``, ``mlp_out.L``, ``final_norm`` and
-``unembed``. Each architecture family has one TOML file that maps these names to module paths (as
-pyvene keeps per-architecture tables, but as data files and a frozen dataclass). Adding an
+``resid_pre.L``, ``resid_mid.L``, ``resid_post.L``, ``attn_out.L``, ``mlp_out.L``, ``final_norm``
+and ``unembed``. Each architecture family has one TOML file that maps these names to module paths
+(as pyvene keeps per-architecture tables, but as data files and a frozen dataclass). Adding an
 architecture is adding a file; no code changes.
 
 A file looks like::
@@ -212,7 +212,9 @@ def available_sites(model: nn.Module, family: HookFamily) -> list[str]:
     if "embed" in head:
         names.append("embed")
     for layer in range(layer_count):
-        names += [f"{k}.{layer}" for k in SITE_KINDS if k in family.sites and family.sites[k].per_layer]
+        names += [
+            f"{k}.{layer}" for k in SITE_KINDS if k in family.sites and family.sites[k].per_layer
+        ]
     names += [k for k in head if k != "embed"]
     return names
 
@@ -274,9 +276,7 @@ def parse_layers(layers: str | int | Iterable[int], layer_count: int) -> list[in
             else:
                 items = [int(t) for t in text.split(",") if t.strip()]
         except ValueError as exc:
-            raise SiteError(
-                f"cannot read layers {layers!r}; use 'all', '0,3,-1' or '2:6'"
-            ) from exc
+            raise SiteError(f"cannot read layers {layers!r}; use 'all', '0,3,-1' or '2:6'") from exc
     elif isinstance(layers, int):
         items = [layers]
     else:

@@ -38,7 +38,13 @@ FORMAT = "workbench.activations/1"
 MANIFEST = "manifest.json"
 INDEX = "index.safetensors"
 
-_NP_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "I64": np.int64, "F64": np.float64}
+_NP_DTYPES = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": np.uint16,
+    "I64": np.int64,
+    "F64": np.float64,
+}
 _TORCH_VIEW = {"BF16": torch.bfloat16}
 
 
@@ -83,7 +89,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> int:
+def atomic_save_tensors(
+    path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
+) -> int:
     """Saves tensors as safetensors through a temporary file and a rename; returns the file size."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -132,7 +140,13 @@ def mmap_tensor(path: Path, name: str) -> torch.Tensor:
     shape = tuple(info["shape"])
     if 0 in shape:
         return torch.empty(shape, dtype=_TORCH_VIEW.get(info["dtype"], torch.float32))
-    array = np.memmap(path, dtype=_NP_DTYPES[info["dtype"]], mode="c", offset=start + info["data_offsets"][0], shape=shape)
+    array = np.memmap(
+        path,
+        dtype=_NP_DTYPES[info["dtype"]],
+        mode="c",
+        offset=start + info["data_offsets"][0],
+        shape=shape,
+    )
     tensor = torch.from_numpy(array)
     view = _TORCH_VIEW.get(info["dtype"])
     return tensor.view(view) if view is not None else tensor
@@ -238,7 +252,7 @@ class ActivationStore:
                 yield from tensor.split(batch_size)
 
     def verify(self) -> None:
-        """Checks every shard's size and header; raises :class:`CorruptShardError` on the first bad one."""
+        """Checks every shard's size and header; raises :class:`CorruptShardError` if one is bad."""
         for shard in self.manifest["shards"]:
             if shard.get("bytes") is not None:
                 for site in self.sites[:1]:
@@ -248,7 +262,9 @@ class ActivationStore:
 class StoreWriter:
     """Creates or resumes a store folder for one capture (used by :func:`workbench.capture`)."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], token_ids: np.ndarray, offsets: np.ndarray) -> None:
+    def __init__(
+        self, path: Path, manifest: dict[str, Any], token_ids: np.ndarray, offsets: np.ndarray
+    ) -> None:
         self.path = path
         existing = path / MANIFEST
         if existing.is_file():
@@ -261,7 +277,9 @@ class StoreWriter:
                     )
             self.manifest = old
         elif path.exists() and any(path.iterdir()):
-            raise StoreMismatchError(f"{path} exists and is not an activation store; use an empty or new folder")
+            raise StoreMismatchError(
+                f"{path} exists and is not an activation store; use an empty or new folder"
+            )
         else:
             path.mkdir(parents=True, exist_ok=True)
             atomic_save_tensors(
@@ -282,7 +300,11 @@ class StoreWriter:
         for entry in self.manifest["shards"]:
             plan = ShardPlan(entry["index"], tuple(entry["texts"]), tuple(entry["rows"]))
             path = self.path / plan.file
-            if entry.get("bytes") is not None and path.is_file() and path.stat().st_size == entry["bytes"]:
+            if (
+                entry.get("bytes") is not None
+                and path.is_file()
+                and path.stat().st_size == entry["bytes"]
+            ):
                 continue
             if path.is_file() and self._adopt(entry, path):
                 continue
@@ -298,7 +320,9 @@ class StoreWriter:
         except CorruptShardError:
             return False
         rows = entry["rows"][1] - entry["rows"][0]
-        if all(site in header and header[site]["shape"][0] == rows for site in self.manifest["sites"]):
+        if all(
+            site in header and header[site]["shape"][0] == rows for site in self.manifest["sites"]
+        ):
             entry["bytes"] = path.stat().st_size
             return True
         return False

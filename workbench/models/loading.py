@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 from pathlib import Path
 
@@ -39,7 +40,7 @@ _CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA, then MPS, then the CPU; anything else is passed to ``torch.device``."""
+    """``"auto"`` picks CUDA, then MPS, then the CPU; anything else goes to ``torch.device``."""
     if str(device) != "auto":
         try:
             return torch.device(device)
@@ -171,7 +172,7 @@ def load_model(
         tokenizer = transformers.AutoTokenizer.from_pretrained(
             source, trust_remote_code=trust_remote_code, **hub
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, pickle.UnpicklingError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         hint = " (offline and not in the Hugging Face cache)" if hub or offline else ""

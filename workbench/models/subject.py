@@ -62,7 +62,10 @@ class Subject:
     @property
     def is_causal(self) -> bool:
         """Whether the model is a decoder (causal attention)."""
-        return not getattr(self.model.config, "is_encoder_decoder", False) and self.family.name != "bert"
+        return (
+            not getattr(self.model.config, "is_encoder_decoder", False)
+            and self.family.name != "bert"
+        )
 
     def site_names(self) -> list[str]:
         """Every site name this model has, in forward order."""

@@ -1,6 +1,7 @@
 """``tiny-lm``: a small causal LM the workbench trains itself, offline and deterministically.
 
-The corpus is the English reference text that ships with CPython (``pydoc_data.topics``, about 465 KB).
+The corpus is the English reference text that ships with CPython (``pydoc_data.topics``,
+about 465 KB).
 A byte-level BPE tokenizer is trained on it with ``tokenizers``; then a 4-layer GPT-2-style model is
 trained with AdamW on random windows of the token stream. Checkpoints are saved at log-spaced steps
 (0, 10, 20, 50, 100, 200, 500), step 0 being the initialization, so that training-dynamics
@@ -177,14 +178,20 @@ def train_tiny_lm(
         for step in tqdm(range(config.steps + 1), desc="train tiny-lm", disable=not progress):
             if step in save_at:
                 model.eval()
-                entry = {"step": step, "revision": f"step-{step}", "val_loss": _eval(model, val, config)}
+                entry = {
+                    "step": step,
+                    "revision": f"step-{step}",
+                    "val_loss": _eval(model, val, config),
+                }
                 record["checkpoints"].append(entry)
                 model.save_pretrained(tmp / f"step-{step}")
                 tokenizer.save_pretrained(tmp / f"step-{step}")
                 model.train()
             if step == config.steps:
                 break
-            starts = torch.randint(0, len(train) - config.seq_len - 1, (config.batch_size,), generator=gen)
+            starts = torch.randint(
+                0, len(train) - config.seq_len - 1, (config.batch_size,), generator=gen
+            )
             batch = torch.stack([train[s : s + config.seq_len] for s in starts.tolist()])
             loss = model(input_ids=batch, labels=batch).loss
             opt.zero_grad(set_to_none=True)
@@ -210,7 +217,9 @@ def _lr_factor(step: int, config: TinyLMConfig) -> float:
 
 
 @torch.no_grad()
-def _eval(model: torch.nn.Module, val: torch.Tensor, config: TinyLMConfig, n_windows: int = 16) -> float:
+def _eval(
+    model: torch.nn.Module, val: torch.Tensor, config: TinyLMConfig, n_windows: int = 16
+) -> float:
     n = min(n_windows, (len(val) - 1) // config.seq_len)
     batch = val[: n * config.seq_len].view(n, config.seq_len)
     return round(float(model(input_ids=batch, labels=batch).loss), 4)

@@ -1,0 +1,134 @@
+"""The workbench command: listing, capture to a store and resume, one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from workbench import ActivationStore, capture, load_model
+from workbench.cli import main
+
+
+def test_models_lists_embedded_models_and_families(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for word in ("minilm", "tiny-lm", "gpt2", "gpt_neox", "llama", "qwen2", "bert"):
+        assert word in out
+
+
+def test_capture_writes_a_store_equal_to_the_api(tiny_dir, tmp_path, capsys):
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text('{"text": "One text here."}\n{"text": "And a second, longer text here."}\n')
+    args = [
+        "capture",
+        "--model",
+        str(tiny_dir("gpt2")),
+        "--sites",
+        "resid_post,final_norm",
+        "--layers",
+        "0,-1",
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / "store"),
+    ]
+    assert main(args) == 0
+    store = ActivationStore(tmp_path / "store")
+    assert store.sites == ["resid_post.0", "resid_post.2", "final_norm"]
+    subject = load_model(tiny_dir("gpt2"), device="cpu")
+    mem = capture(
+        subject,
+        ["One text here.", "And a second, longer text here."],
+        sites="resid_post.2",
+        progress=False,
+    )
+    torch.testing.assert_close(
+        store.read("resid_post.2"), mem["resid_post.2"], atol=1e-5, rtol=1e-5
+    )
+    assert main(args) == 0  # a rerun resumes: nothing to do, same store
+    assert "complete=True" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [
+                "--model",
+                "nonexistent-model-xyz",
+                "--sites",
+                "resid_post",
+                "--texts",
+                "builtin:pydoc",
+            ],
+            "cannot load model",
+        ),
+        (
+            ["--model", "{gpt2}", "--sites", "resid_bogus", "--texts", "builtin:pydoc"],
+            "unknown site 'resid_bogus'",
+        ),
+        (
+            [
+                "--model",
+                "{gpt2}",
+                "--sites",
+                "resid_post",
+                "--layers",
+                "12",
+                "--texts",
+                "builtin:pydoc",
+            ],
+            "layer 12 out of range",
+        ),
+        (
+            ["--model", "{gpt2}", "--sites", "resid_post", "--texts", "{tmp}/empty.txt"],
+            "holds no text",
+        ),
+        (
+            ["--model", "{gpt2}", "--sites", "resid_post", "--texts", "{tmp}/missing.txt"],
+            "cannot read text source",
+        ),
+        (
+            ["--model", "{gpt2}", "--sites", "resid_post", "--texts", "data.csv"],
+            "unknown text source",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tiny_dir, tmp_path, capsys, argv, message):
+    (tmp_path / "empty.txt").write_text("\n\n")
+    argv = [a.format(gpt2=tiny_dir("gpt2"), tmp=tmp_path) for a in argv]
+    assert main(["capture", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_console_script_and_debug_traceback(tmp_path):
+    exe = [sys.executable, "-m", "workbench.cli"]
+    ok = subprocess.run([*exe, "models"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "minilm" in ok.stdout
+    bad = [
+        *exe,
+        "capture",
+        "--model",
+        "minilm",
+        "--sites",
+        "unembed",
+        "--texts",
+        "builtin:pydoc",
+        "--out",
+        str(tmp_path / "x"),
+    ]
+    plain = subprocess.run(bad, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 2 and plain.stderr.strip().splitlines()[-1].startswith(
+        "error: unknown site 'unembed'"
+    )
+    assert "Traceback" not in plain.stderr
+    debug = subprocess.run(
+        [bad[0], bad[1], bad[2], "--debug", *bad[3:]], capture_output=True, text=True, timeout=300
+    )
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
