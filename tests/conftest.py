@@ -41,6 +41,15 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trained small tiny-lm folder with step-N checkpoints (trained once per session)."""
+    from workbench.models.tiny_lm import TinyLMConfig, train_tiny_lm
+
+    out = tmp_path_factory.mktemp("tiny-lm") / "small"
+    return train_tiny_lm(TinyLMConfig(**tinymodels.SMALL_TINY_LM), out=out, progress=False)
+
+
+@pytest.fixture(scope="session")
 def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A session-wide WORKBENCH_HOME so that tests never touch the user's cache."""
     home = tmp_path_factory.mktemp("workbench-home")

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 import transformers as T
-from tinymodels import SENTENCES
+from tinymodels import SENTENCES, SMALL_TINY_LM
 
 from workbench import capture, load_model
 from workbench.errors import ModelNotFoundError, UnknownArchitectureError
@@ -47,23 +47,27 @@ def test_checkpoint_steps_are_log_spaced():
     assert checkpoint_steps(30) == [0, 10, 20, 30]
 
 
-SMALL = TinyLMConfig(steps=20, d_model=32, n_heads=2, n_layers=2, warmup=5)
+SMALL = TinyLMConfig(**SMALL_TINY_LM)
 
 
 @pytest.fixture(scope="module")
-def tiny_lm(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tlm") / "run"
-    return train_tiny_lm(SMALL, out=out, progress=False)
+def tiny_lm(tiny_lm_dir):
+    return tiny_lm_dir
 
 
 def test_tiny_lm_trains_with_checkpoints_and_learns(tiny_lm):
     record = json.loads((tiny_lm / "training.json").read_text())
-    assert [c["revision"] for c in record["checkpoints"]] == ["step-0", "step-10", "step-20"]
+    assert [c["revision"] for c in record["checkpoints"]] == [
+        "step-0",
+        "step-10",
+        "step-20",
+        "step-50",
+    ]
     losses = [c["val_loss"] for c in record["checkpoints"]]
     assert losses[-1] < losses[0] - 0.5
     first = load_model(tiny_lm, revision="step-0", device="cpu")
     last = load_model(tiny_lm, device="cpu")
-    assert last.revision == "step-20" and first.revision == "step-0"
+    assert last.revision == "step-50" and first.revision == "step-0"
     assert first.family.name == "gpt2" and first.n_layers == 2
     assert not torch.equal(first.model.lm_head.weight, last.model.lm_head.weight)
     assert list(tiny_lm.glob("step-*/*.bin")) == []  # safetensors only
@@ -85,7 +89,9 @@ def test_tiny_lm_by_name_from_cache(tiny_lm, tmp_path, monkeypatch):
     shutil.copytree(tiny_lm, target)
     subject = load_model("tiny-lm", revision="step-10", device="cpu")
     assert subject.revision == "step-10" and subject.name == "tiny-lm"
-    with pytest.raises(ModelNotFoundError, match=r"no revision 'step-7'.*step-0, step-10, step-20"):
+    with pytest.raises(
+        ModelNotFoundError, match=r"no revision 'step-7'.*step-0, step-10, step-20, step-50"
+    ):
         load_model("tiny-lm", revision="step-7")
 
 

@@ -1,0 +1,112 @@
+"""Optional capture backends: the same activations through TransformerLens or nnsight.
+
+:func:`workbench.capture` reads activations with plain PyTorch hooks (backend ``"hooks"``). People
+who already live in TransformerLens (v4's ``TransformerBridge``) or nnsight can ask for
+``backend="transformer_lens"`` or ``backend="nnsight"`` instead: the core still tokenizes, pads,
+builds position ids, selects rows and lays out the output, and the backend only runs each padded
+batch and returns every site's ``(batch, pos, d)`` tensor. The output is therefore identical in
+layout and, up to floating-point noise, in value.
+
+A backend is a function ``prepare(subject, sites, *, remote=False) -> run_batch``; ``run_batch``
+takes the keyword arguments the core would pass to the model (``input_ids``, ``attention_mask``
+and, when the model accepts them, ``position_ids`` and ``use_cache``) and returns a mapping from
+site name to tensor. Neither library is imported until a backend is used; a missing one is a
+one-line :class:`~workbench.errors.ConfigError` naming the extra to install.
+
+Both wrappers act on a *shadow* of the subject's model (:func:`shadow_copy`): a copy of its module
+tree that shares every parameter and buffer. TransformerLens replaces submodules of the model it
+wraps and nnsight patches their ``forward``; the shadow keeps the subject's own model untouched at
+no memory cost.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from torch import Tensor, nn
+
+from workbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from workbench.models.subject import Subject
+    from workbench.sites import Site
+
+BACKENDS: tuple[str, ...] = ("hooks", "transformer_lens", "nnsight")
+"""Accepted values of ``capture(..., backend=...)``."""
+
+_MODULES = {
+    "transformer_lens": "workbench.backends.transformer_lens",
+    "nnsight": "workbench.backends.nnsight",
+}
+
+RunBatch = Callable[..., Mapping[str, Tensor]]
+"""``run_batch(**model_kwargs) -> {site name: (batch, pos, d) tensor}``."""
+
+
+class Prepare(Protocol):
+    """A backend: binds a subject and its sites, returns the per-batch function."""
+
+    def __call__(
+        self, subject: Subject, sites: Sequence[Site], *, remote: bool | str = False
+    ) -> RunBatch: ...
+
+
+def get(name: str) -> Prepare:
+    """Returns the ``prepare`` function of backend ``name``.
+
+    Raises:
+        ConfigError: Unknown backend name.
+    """
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown capture backend {name!r}; use one of {', '.join(BACKENDS)}")
+    if name == "hooks":
+        return prepare_hooks
+    return importlib.import_module(_MODULES[name]).prepare
+
+
+def require(package: str, extra: str, backend: str) -> ModuleType:
+    """Imports an optional package, or raises a one-line ``ConfigError`` naming what to install."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise ConfigError(
+            f"capture backend {backend!r} needs the {package} package, which is not installed: "
+            f"pip install 'workbench[{extra}]'"
+        ) from exc
+
+
+def shadow_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model``'s module tree sharing all of its parameters and buffers.
+
+    Wrappers that rewrite the module tree they are given (TransformerLens swaps in bridge
+    components, nnsight patches ``forward``) can act on the copy while the original stays as it
+    was. Weights are not copied, so the copy costs no memory and sees later in-place edits.
+    """
+    memo: dict[int, Any] = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo)
+
+
+def prepare_hooks(
+    subject: Subject, sites: Sequence[Site], *, remote: bool | str = False
+) -> RunBatch:
+    """The core's plain hooks as a backend (for comparisons; ``capture`` has a faster path)."""
+    from workbench.capture import hooks
+
+    if remote:
+        raise ConfigError("remote=True needs backend='nnsight' (it runs the trace on NDIF)")
+
+    def run_batch(**model_kwargs: Any) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = {}
+        with hooks(list(sites), lambda site, tensor: out.__setitem__(site.name, tensor)):
+            subject.model(**model_kwargs)
+        return out
+
+    return run_batch
+
+
+__all__ = ["BACKENDS", "Prepare", "RunBatch", "get", "prepare_hooks", "require", "shadow_copy"]
