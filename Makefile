@@ -30,6 +30,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/capture.py
 	$(PY) bench/geometry.py
+	$(PY) bench/sweep.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -48,13 +48,48 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="folder (default: the cache load_model uses)")
 
 
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="execute an analysis notebook with papermill")
+    p.add_argument("analysis", help="anisotropy, geometric_memory, concept_oscillation, ...")
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a notebook parameter; VALUE is plain data: 3, 0.5, true, null, [1, 2], text",
+    )
+    p.add_argument("--out", required=True, help="run folder: notebook, results.json, figures/")
+    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="one run per grid point, resumable, then one table")
+    p.add_argument("analysis")
+    p.add_argument("--grid", required=True, help="YAML: parameter -> list of values (+ fixed:)")
+    p.add_argument("--out", required=True, help="sweep folder (rerun the command to resume)")
+    p.add_argument("--backend", default="local", choices=["local", "ray"])
+    p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
+    p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
+    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run every analysis notebook on its defaults; figure gallery")
+    p.add_argument("--runs", default="runs/demo", help="run folders (default runs/demo)")
+    p.add_argument("--figures", default="figures", help="gallery folder (default figures)")
+    p.add_argument("--only", default=None, help="comma list of analyses")
+    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``workbench`` command."""
     parser = argparse.ArgumentParser(prog="workbench", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_models, _add_capture, _add_train):
+    for add in (_add_models, _add_capture, _add_train, _add_run, _add_sweep, _add_demo):
         add(sub)
     return parser
 
@@ -104,15 +139,75 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"models": cmd_models, "capture": cmd_capture, "train": cmd_train}
+def cmd_run(args: argparse.Namespace) -> int:
+    from workbench.runner.errors import ParameterError
+    from workbench.runner.run import run_analysis
+
+    raw: dict[str, str] = {}
+    for name, value in args.param:
+        if name in raw:
+            raise ParameterError(f"parameter {name!r} given twice")
+        raw[name] = value
+    result = run_analysis(args.analysis, {}, args.out, raw=raw, timeout=args.timeout)
+    if not result.ok:
+        sys.stderr.write(
+            f"error: {args.analysis} failed: {result.failure.describe()}; "
+            f"partial notebook: {result.notebook}\n"
+        )
+        return 1
+    sys.stdout.write(f"{result.results} ({result.seconds:.1f} s)\n")
+    return 0
 
 
-def _quiet_transformers() -> None:
-    """Keeps the command's stderr to our own lines: no weight-loading bars or config warnings."""
-    from transformers.utils import logging as hf_logging
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from workbench.runner.grid import load_grid
+    from workbench.runner.sweep import run_sweep
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    grid = load_grid(args.grid)
+    result = run_sweep(
+        args.analysis,
+        grid,
+        args.out,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        timeout=args.timeout,
+    )
+    lines = [
+        f"{len(result.ran)} ran, {len(result.skipped)} already done, {len(result.failed)} failed",
+        *(f"  failed {pid}: {msg}" for pid, msg in result.failed.items()),
+        *(f"  {path}" for path in result.tables),
+    ]
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 1 if result.failed else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import time
+
+    from workbench.runner.demo import run_demo
+
+    t0 = time.perf_counter()
+    only = [a.strip() for a in args.only.split(",") if a.strip()] if args.only else None
+    result = run_demo(args.runs, args.figures, only=only, timeout=args.timeout)
+    lines = [
+        f"{name}: {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f} s)"
+        for name, r in result.runs.items()
+    ]
+    lines += [f"  {name}: {msg}" for name, msg in result.failed.items()]
+    lines.append(f"{result.index} ({time.perf_counter() - t0:.0f} s in all)")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 1 if result.failed else 0
+
+
+COMMANDS = {
+    "models": cmd_models,
+    "capture": cmd_capture,
+    "train": cmd_train,
+    "run": cmd_run,
+    "sweep": cmd_sweep,
+    "demo": cmd_demo,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    _quiet_transformers()
+    from workbench.models.loading import quiet_transformers
+
+    quiet_transformers()
     try:
         return COMMANDS[args.command](args)
     except WorkbenchError as exc:

@@ -1,6 +1,6 @@
 """Models: :func:`load_model`, the :class:`Subject` it returns, and the embedded models."""
 
-from workbench.models.loading import EMBEDDED, load_model, local_checkpoints
+from workbench.models.loading import EMBEDDED, load_model, local_checkpoints, quiet_transformers
 from workbench.models.subject import Subject
 
-__all__ = ["EMBEDDED", "Subject", "load_model", "local_checkpoints"]
+__all__ = ["EMBEDDED", "Subject", "load_model", "local_checkpoints", "quiet_transformers"]

@@ -196,3 +196,15 @@ def _cached_only(repo_id: str, revision: str | None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
     return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+
+
+def quiet_transformers() -> None:
+    """Silences transformers' own output: no weight-loading bars, only its errors are logged.
+
+    The ``workbench`` command calls it so that stderr holds only its own lines; notebooks call it
+    so that loading each checkpoint of a series does not print a progress bar of its own.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -1,0 +1,126 @@
+"""`workbench sweep`: a row per point, resume after SIGKILL, retries, claims, a real Ray cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pyarrow.parquet as pq
+import pytest
+from runner_helpers import cli, cli_env, executions, workbench, write_grid
+
+from workbench.runner.errors import GridError
+from workbench.runner.grid import load_grid, parse_grid, point_id
+
+LIGHT = "fixed:\n  formats: [html]\n  marker: {marker}\n"
+
+
+def grid_file(tmp_path, axes: str, **fixed) -> tuple:
+    marker = tmp_path / "marker.txt"
+    extra = "".join(f"  {k}: {v}\n" for k, v in fixed.items())
+    path = write_grid(tmp_path / "grid.yaml", axes + LIGHT.format(marker=marker) + extra)
+    return path, marker
+
+
+def table(out):
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    csv_lines = (out / "results.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == len(rows) + 1
+    return rows
+
+
+def test_grid_points_are_a_cartesian_product_with_stable_ids(tmp_path):
+    grid = parse_grid({"n": [1, 2, 3], "scale": [0.5, 1.0], "fixed": {"model": "m"}})
+    points = grid.points()
+    assert len(points) == 6 and all(p["model"] == "m" for p in points)
+    assert point_id({"a": 1, "b": 2}) == point_id({"b": 2, "a": 1}) != point_id({"a": 2, "b": 2})
+    for bad in ({"n": 3}, {"n": []}, ["n"], {"n": [1], "fixed": {"n": 2}}):
+        with pytest.raises(GridError):
+            parse_grid(bad)
+    with pytest.raises(GridError, match="cannot read"):
+        load_grid(tmp_path / "missing.yaml")
+
+
+def test_sweep_tabulates_every_run_once_and_retries_failures(tmp_path):
+    grid, marker = grid_file(tmp_path, "n: [2, 3]\nfail: [false, true]\n")
+    out = tmp_path / "sweep"
+    proc = workbench("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2")
+    assert proc.returncode == 1, proc.stderr  # two points fail twice
+    assert "2 ran, 0 already done, 2 failed" in proc.stdout
+    rows = table(out)
+    assert len(rows) == 4 and len({r["run"] for r in rows}) == 4
+    ok = [r for r in rows if r["status"] == "ok"]
+    bad = [r for r in rows if r["status"] == "failed"]
+    assert {r["params.n"] for r in ok} == {2, 3} and all(not r["params.fail"] for r in ok)
+    assert all("cell-error" in r["error"] and "ValueError" in r["error"] for r in bad)
+    assert all(r["metrics.total"] > 0 and r["provenance.seconds"] > 0 for r in ok)
+    assert all(json.loads(r["metrics.squares"]) for r in ok)  # lists kept as JSON strings
+    assert "metrics.summary.max" in ok[0] and "provenance.versions.torch" in ok[0]
+    # ok points ran once; failing points ran twice (one retry), and neither stopped the others
+    lines = [line.split() for line in marker.read_text().splitlines()]
+    assert len(lines) == 6
+    assert (out / "summary.html").is_file() and (out / "summary.png").stat().st_size > 1000
+
+
+def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
+    grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
+    out = tmp_path / "sweep"
+    args = cli("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2")
+    proc = subprocess.Popen(
+        args,
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not list(out.glob("runs/*/results.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers are orphaned
+        proc.wait(timeout=30)
+        done_before = len(list(out.glob("runs/*/results.json")))
+        assert done_before < 4
+        resumed = workbench(
+            "sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2"
+        )
+        assert resumed.returncode == 0, resumed.stderr
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # orphaned workers, if any are left
+    rows = table(out)
+    assert sorted(r["params.n"] for r in rows) == [2, 3, 4, 5]
+    assert all(r["status"] == "ok" for r in rows)
+    assert executions(marker) == {"2": 1, "3": 1, "4": 1, "5": 1}
+
+
+def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
+    grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
+    out = tmp_path / "sweep"
+    args = cli("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "1")
+    procs = [
+        subprocess.Popen(
+            args, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=400) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert executions(marker) == {"2": 1, "3": 1, "4": 1, "5": 1}
+    assert len(table(out)) == 4
+
+
+def test_ray_backend_on_a_real_local_cluster(tmp_path):
+    pytest.importorskip("ray")
+    from workbench.runner.sweep import run_sweep
+
+    grid, marker = grid_file(tmp_path, "n: [2, 3]\n")
+    result = run_sweep("toy", load_grid(grid), tmp_path / "sweep", backend="ray", workers=2)
+    assert len(result.ran) == 2 and not result.failed
+    assert executions(marker) == {"2": 1, "3": 1}
+    assert len(table(tmp_path / "sweep")) == 2

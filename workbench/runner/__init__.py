@@ -1,0 +1,1 @@
+"""Running analyses unattended: results records, papermill runs and sweeps."""

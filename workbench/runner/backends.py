@@ -1,0 +1,204 @@
+"""Where sweep points run: local worker processes, or Ray tasks on a local or existing cluster.
+
+Both backends run the same task, :func:`run_point`: claim the point's folder, skip it if another
+sweep finished it meanwhile, else execute the notebook. The local backend pins one GPU per worker
+process (``CUDA_VISIBLE_DEVICES``) when there are GPUs; Ray does the same for tasks that ask for
+``num_gpus``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from workbench.runner.claim import claim
+from workbench.runner.errors import BackendError
+from workbench.runner.results import read_results
+
+Status = Literal["ok", "failed", "busy", "done"]
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """One sweep point to run.
+
+    Attributes:
+        run_id: The point's id (its folder name under ``runs/``).
+        analysis: The analysis.
+        params: The checked parameter values.
+        run_dir: The point's folder.
+        notebooks_dir: Where the notebooks are.
+        timeout: Per-cell timeout in seconds.
+    """
+
+    run_id: str
+    analysis: str
+    params: dict[str, Any]
+    run_dir: str
+    notebooks_dir: str
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """What happened to a point: ``ok``, ``failed``, ``busy`` (claimed elsewhere) or ``done``."""
+
+    run_id: str
+    status: Status
+    message: str = ""
+
+
+def run_point(task: PointTask) -> PointOutcome:
+    """Claims and runs one point (the body of a worker process or Ray task)."""
+    from workbench.runner.run import run_analysis
+
+    with claim(task.run_dir) as mine:
+        if not mine:
+            return PointOutcome(task.run_id, "busy")
+        if read_results(task.run_dir) is not None:
+            return PointOutcome(task.run_id, "done")
+        result = run_analysis(
+            task.analysis,
+            task.params,
+            task.run_dir,
+            notebooks_dir=task.notebooks_dir,
+            timeout=task.timeout,
+        )
+    if result.ok:
+        return PointOutcome(task.run_id, "ok")
+    return PointOutcome(task.run_id, "failed", result.failure.describe())
+
+
+def _outcome(get: Any) -> PointOutcome:
+    """The outcome a worker returned, or a failure if the worker itself broke."""
+    try:
+        return get()
+    except Exception as exc:  # a crashed worker process or Ray task fails its point, not the sweep
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return PointOutcome("", "failed", f"worker error: {type(exc).__name__}: {text}")
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids this process may use (``CUDA_VISIBLE_DEVICES`` or all that torch sees)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # no usable CUDA: run on CPU
+        return []
+
+
+def _init_worker(counter: Any, gpus: list[str]) -> None:
+    with counter.get_lock():
+        slot = counter.value
+        counter.value += 1
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+
+
+class LocalBackend:
+    """Worker processes on this machine, one GPU each when there are GPUs."""
+
+    def __init__(self, workers: int = 1) -> None:
+        """Starts ``workers`` processes (spawned, so no state leaks from the parent)."""
+        if workers < 1:
+            raise BackendError(f"--workers must be at least 1, got {workers}")
+        self.workers = workers
+        ctx = mp.get_context("spawn")
+        self._pool = cf.ProcessPoolExecutor(
+            workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(ctx.Value("i", 0), visible_gpus()),
+        )
+
+    def submit(self, task: PointTask) -> cf.Future:
+        """Queues ``task``; returns its handle."""
+        return self._pool.submit(run_point, task)
+
+    def wait(self, handles: Iterable[Any], timeout: float) -> list[tuple[Any, PointOutcome]]:
+        """Waits up to ``timeout`` s for some handles; returns the finished ones with outcomes."""
+        done, _ = cf.wait(list(handles), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        return [(h, _outcome(h.result)) for h in done]
+
+    def close(self) -> None:
+        """Stops the worker processes."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayBackend:
+    """Each point a Ray task; a local cluster by default, or an existing one at ``address``."""
+
+    def __init__(
+        self, workers: int = 1, address: str | None = None, gpus_per_run: float | None = None
+    ) -> None:
+        """Connects to (or starts) a Ray cluster.
+
+        Args:
+            workers: CPUs of a local cluster (ignored with ``address``).
+            address: An existing cluster (``ray://host:10001`` or ``auto``).
+            gpus_per_run: GPUs each task asks for (default: 1 when the cluster has GPUs, else 0).
+        """
+        try:
+            import ray
+        except ImportError:
+            raise BackendError("the ray backend needs Ray: pip install 'workbench[ray]'") from None
+        self._ray = ray
+        self._started = not ray.is_initialized()
+        # a loaded 2-core machine can take more than Ray's default 30 s to start a raylet
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+        if self._started:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(
+                    num_cpus=workers,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+        if gpus_per_run is None:
+            gpus_per_run = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+        self._task = ray.remote(num_cpus=1, num_gpus=gpus_per_run, max_retries=0)(run_point)
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
+
+    def submit(self, task: PointTask) -> Any:
+        """Submits ``task`` as a Ray task; returns its object ref."""
+        return self._task.remote(task)
+
+    def wait(self, handles: Iterable[Any], timeout: float) -> list[tuple[Any, PointOutcome]]:
+        """Waits up to ``timeout`` s for some refs; returns the finished ones with outcomes."""
+        refs = list(handles)
+        done, _ = self._ray.wait(refs, num_returns=1, timeout=timeout)
+        return [(ref, _outcome(lambda ref=ref: self._ray.get(ref))) for ref in done]
+
+    def close(self) -> None:
+        """Shuts down the cluster if this backend started it."""
+        if self._started:
+            self._ray.shutdown()
+
+
+def make_backend(
+    name: str, workers: int = 1, address: str | None = None
+) -> LocalBackend | RayBackend:
+    """The backend called ``name`` (``local`` or ``ray``)."""
+    if name == "local":
+        if address:
+            raise BackendError("--address only applies to --backend ray")
+        return LocalBackend(workers)
+    if name == "ray":
+        return RayBackend(workers, address)
+    raise BackendError(f"unknown backend {name!r}; use local or ray")
+
+
+def as_path(value: str | Path) -> str:
+    """An absolute path string (tasks may run with another working directory)."""
+    return str(Path(value).resolve())

@@ -1,0 +1,65 @@
+"""Where the analysis notebooks live and which ones exist.
+
+The notebooks are ``notebooks/<analysis>.ipynb`` at the repository root. Tests and users with their
+own notebooks can point the runner elsewhere with the ``WORKBENCH_NOTEBOOKS`` environment variable
+(or the ``notebooks_dir`` argument of the Python API); any ``<name>.ipynb`` there can then be run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workbench.runner.errors import NotBuiltError, UnknownAnalysisError
+
+ANALYSES = ("anisotropy", "geometric_memory", "concept_oscillation", "depth_ensemble", "acmas")
+"""The analyses of CONTRACT.md, in the order the demo runs them."""
+ENV = "WORKBENCH_NOTEBOOKS"
+
+
+def notebooks_dir(override: str | Path | None = None) -> Path:
+    """The folder holding the analysis notebooks (argument, env or the repo's)."""
+    if override is not None:
+        return Path(override)
+    env = os.environ.get(ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def _custom(override: str | Path | None) -> bool:
+    return override is not None or bool(os.environ.get(ENV))
+
+
+def available(override: str | Path | None = None) -> list[str]:
+    """The analyses that can run now: those whose notebook exists, in demo order."""
+    folder = notebooks_dir(override)
+    if _custom(override):
+        return sorted(p.stem for p in folder.glob("*.ipynb") if not p.stem.startswith("."))
+    return [name for name in ANALYSES if (folder / f"{name}.ipynb").is_file()]
+
+
+def find_notebook(analysis: str, override: str | Path | None = None) -> Path:
+    """The notebook of ``analysis``.
+
+    Raises:
+        UnknownAnalysisError: ``analysis`` is not an analysis (nor an override's notebook).
+        NotBuiltError: ``analysis`` is known but its notebook does not exist yet.
+    """
+    folder = notebooks_dir(override)
+    path = folder / f"{analysis}.ipynb"
+    if _custom(override):
+        if path.is_file() and "/" not in analysis:
+            return path
+        names = ", ".join(available(override)) or "none"
+        raise UnknownAnalysisError(f"no notebook {analysis!r} in {folder}; available: {names}")
+    if analysis not in ANALYSES:
+        raise UnknownAnalysisError(
+            f"unknown analysis {analysis!r}; use one of {', '.join(ANALYSES)}"
+        )
+    if not path.is_file():
+        raise NotBuiltError(
+            f"analysis {analysis!r} is not built yet (no {path}); "
+            f"available now: {', '.join(available()) or 'none'}"
+        )
+    return path
