@@ -81,7 +81,8 @@ def style(
     """Applies the workbench template and a paper size to ``fig``; returns it."""
     fig.update_layout(template=template(), width=width, height=height)
     if title is not None:
-        fig.update_layout(title={"text": title, "x": 0.02, "font": {"size": 14}})
+        # a taller top margin keeps the title clear of subplot titles
+        fig.update_layout(title={"text": title, "x": 0.02, "font": {"size": 14}}, margin={"t": 80})
     return fig
 
 

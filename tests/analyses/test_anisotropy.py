@@ -165,3 +165,23 @@ def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path):
     for f in record["figures"]:
         assert (out / f).stat().st_size > 0
     assert (out / record["figures"][0]).read_bytes()[:4] == b"%PDF"
+
+
+def test_token_counts_are_corpus_counts_of_the_first_freq_texts(config):
+    import collections
+    from dataclasses import replace
+
+    from workbench.inputs import read_texts
+
+    subject = load_model(config.model, revision="step-0", device="cpu")
+    small = replace(config, n_texts=5, freq_texts=40)
+    counts = an.token_counts(subject, small)
+    expected = collections.Counter(
+        i for t in read_texts(small.text_source, 40) for i in subject.tokenizer(t)["input_ids"]
+    )
+    assert counts.shape == (subject.model.get_input_embeddings().num_embeddings,)
+    assert {i: int(c) for i, c in enumerate(counts) if c} == dict(expected)
+    # never fewer texts than are captured
+    assert an.token_counts(subject, replace(config, n_texts=40, freq_texts=1)).sum() == sum(
+        expected.values()
+    )

@@ -59,6 +59,9 @@ class AnisotropyConfig:
         max_length: Tokens per text at most.
         seed: Seed for subsampling and the tangent test's random bases.
         max_points: Rows subsampled for the nearest-neighbour metrics (TwoNN).
+        freq_texts: Texts of the source (the first ones, at least ``n_texts``) whose token
+            counts are the corpus frequencies of the frequency-distance correlation. For
+            ``tiny-lm`` on ``builtin:pydoc`` the default covers its whole training corpus.
         tangent_rank: Rank of the early-training tangent subspace.
         tangent_fit: How many earliest non-initial checkpoints fit the tangent subspace.
         batch_size: Texts per forward pass.
@@ -74,6 +77,7 @@ class AnisotropyConfig:
     max_length: int = 64
     seed: int = 0
     max_points: int = 5000
+    freq_texts: int = 5000
     tangent_rank: int = 8
     tangent_fit: int = 3
     batch_size: int = 16
@@ -84,6 +88,7 @@ class AnisotropyConfig:
             "n_texts",
             "max_length",
             "max_points",
+            "freq_texts",
             "tangent_rank",
             "tangent_fit",
             "batch_size",
@@ -179,10 +184,34 @@ class CheckpointResult:
         return asdict(self)
 
 
+def token_counts(subject: Subject, config: AnisotropyConfig) -> np.ndarray:
+    """Corpus count of every token id over the first ``freq_texts`` texts of the source.
+
+    The texts are tokenized whole (no ``max_length``): these are frequencies, not inputs.
+    """
+    texts = read_texts(config.text_source, max(config.freq_texts, config.n_texts))
+    vocab = int(subject.model.get_input_embeddings().num_embeddings)
+    counts = np.zeros(vocab, dtype=np.int64)
+    for ids in subject.tokenizer(texts, add_special_tokens=False)["input_ids"]:
+        counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab)[:vocab]
+    return counts
+
+
 def analyze_checkpoint(
-    subject: Subject, texts: Sequence[str], config: AnisotropyConfig
+    subject: Subject,
+    texts: Sequence[str],
+    config: AnisotropyConfig,
+    counts: np.ndarray | None = None,
 ) -> CheckpointResult:
-    """Captures ``config.site`` at every selected layer of one checkpoint and measures it."""
+    """Captures ``config.site`` at every selected layer of one checkpoint and measures it.
+
+    Args:
+        subject: The checkpoint.
+        texts: The texts captured.
+        config: The study's parameters.
+        counts: Corpus token counts (default: :func:`token_counts`); the tokenizer is shared by
+            a checkpoint series, so a sweep computes them once.
+    """
     acts = capture(
         subject,
         list(texts),
@@ -193,9 +222,8 @@ def analyze_checkpoint(
         progress=False,
     )
     token_ids = acts.token_ids.numpy()
-    counts = np.bincount(
-        token_ids, minlength=int(subject.model.get_input_embeddings().num_embeddings)
-    )
+    if counts is None:
+        counts = token_counts(subject, config)
     per_layer, by_layer = [], []
     for name in acts.sites:
         x = acts[name].double().numpy()
@@ -352,14 +380,16 @@ def sweep_checkpoints(
     texts = read_texts(config.text_source, config.n_texts)
     revisions = resolve_checkpoints(config.model, config.checkpoints)
     cache = Path(cache_dir) if cache_dir is not None else None
-    results = []
+    results, counts = [], None
     for revision in tqdm(revisions, desc="checkpoints", disable=not progress):
         path = cache / f"{config.key()}-{revision or 'default'}.json" if cache else None
         if path is not None and path.is_file():
             results.append(CheckpointResult(**json.loads(path.read_text())))
             continue
         subject = load_model(config.model, revision=revision, device=config.device)
-        result = analyze_checkpoint(subject, texts, config)
+        if counts is None:
+            counts = token_counts(subject, config)
+        result = analyze_checkpoint(subject, texts, config, counts)
         del subject
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -592,11 +622,7 @@ def frequency_scatter(config: AnisotropyConfig, revision: str | None) -> Any:
         batch_size=config.batch_size,
         progress=False,
     )
-    token_ids = acts.token_ids.numpy()
-    counts = np.bincount(
-        token_ids, minlength=int(subject.model.get_input_embeddings().num_embeddings)
-    )
     result = geometry.frequency_distance_correlation(
-        acts[acts.sites[-1]].double().numpy(), token_ids, counts
+        acts[acts.sites[-1]].double().numpy(), acts.token_ids.numpy(), token_counts(subject, config)
     )
     return result.figure()

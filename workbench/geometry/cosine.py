@@ -213,18 +213,22 @@ class RogueDimensions:
         """Bar chart of the ``n_bars`` largest per-dimension contributions."""
         import plotly.graph_objects as go
 
+        from workbench.figures import style
+
         order = np.argsort(-self.contributions, kind="stable")[:n_bars]
         fig = go.Figure(
             go.Bar(x=[str(i) for i in order], y=self.contributions[order], name="contribution")
         )
         fig.update_layout(
-            title=f"Rogue dimensions: top {self.top.size} carry {self.share:.0%} of mean cosine "
-            f"{self.mean_cosine:.3f}",
             xaxis_title="dimension",
             yaxis_title="contribution to mean cosine",
             xaxis_type="category",
         )
-        return fig
+        return style(
+            fig,
+            title=f"Rogue dimensions: top {self.top.size} carry {self.share:.0%} of mean cosine "
+            f"{self.mean_cosine:.3f}",
+        )
 
 
 def _rogue(acc: UnitSumAccumulator, k: int) -> RogueDimensions:

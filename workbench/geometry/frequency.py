@@ -85,6 +85,8 @@ class FrequencyDistance:
         """Scatter of distance to the centroid against log frequency, one point per type."""
         import plotly.graph_objects as go
 
+        from workbench.figures import style
+
         hover = [f"token {t}" for t in self.token_ids.tolist()]
         if self.occurrences is not None:
             hover = [
@@ -92,7 +94,7 @@ class FrequencyDistance:
                 for h, o in zip(hover, self.occurrences.tolist(), strict=True)
             ]
         fig = go.Figure(
-            go.Scattergl(
+            go.Scatter(
                 x=self.log_frequency,
                 y=self.distance,
                 mode="markers",
@@ -102,11 +104,12 @@ class FrequencyDistance:
             )
         )
         fig.update_layout(
-            title=f"Frequency vs distance to centroid (r = {self.r:.3f}, {self.n_types} types)",
             xaxis_title="log corpus frequency",
             yaxis_title="distance to centroid",
         )
-        return fig
+        return style(
+            fig, title=f"Frequency vs distance to centroid (r = {self.r:.3f}, {self.n_types} types)"
+        )
 
 
 def _lookup_counts(counts: Any, ids: np.ndarray) -> np.ndarray:

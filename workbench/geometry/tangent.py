@@ -77,6 +77,8 @@ class TangentEnergyTest:
         """The null shares as a strip of points, with the observed share and chance marked."""
         import plotly.graph_objects as go
 
+        from workbench.figures import style
+
         fig = go.Figure(
             go.Box(
                 x=self.null_shares,
@@ -90,11 +92,12 @@ class TangentEnergyTest:
         fig.add_vline(x=self.share, line_dash="solid", annotation_text=f"observed {self.share:.3f}")
         fig.add_vline(x=self.chance, line_dash="dot", annotation_text=f"r/d = {self.chance:.3f}")
         fig.update_layout(
-            title=f"Gradient energy in a rank-{self.rank} subspace (p = {self.p_value:.3g})",
             xaxis_title="share of gradient energy",
             showlegend=False,
         )
-        return fig
+        return style(
+            fig, title=f"Gradient energy in a rank-{self.rank} subspace (p = {self.p_value:.3g})"
+        )
 
 
 def _orthonormal(q: np.ndarray) -> np.ndarray:
