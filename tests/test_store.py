@@ -59,6 +59,42 @@ def test_store_equals_in_memory(subject, reference, tmp_path):
     assert reopened.manifest["provenance"]["family"] == "gpt2"
 
 
+def test_overlapped_writes_give_the_same_store(subject, reference, tmp_path, monkeypatch):
+    """The accelerator path (writes on a thread, behind the next forward) run on the CPU."""
+    import importlib
+
+    wc = importlib.import_module("workbench.capture")  # the module, not the function
+
+    monkeypatch.setattr(wc, "_overlap_writes", lambda _subject: True)
+    store = run_capture(subject, tmp_path / "s")
+    assert len(store.manifest["shards"]) > 3 and store.complete
+    for site in reference.sites:
+        torch.testing.assert_close(store.read(site), reference[site], atol=1e-5, rtol=1e-5)
+    # a failure inside the forward passes leaves only complete, recorded shards behind
+    calls = {"n": 0}
+    real = wc._Runner.run
+
+    def fail_third(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(wc._Runner, "run", fail_third)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_capture(subject, tmp_path / "partial")
+    manifest = json.loads((tmp_path / "partial" / "manifest.json").read_text())
+    done = [e for e in manifest["shards"] if e["bytes"] is not None]
+    assert len(done) == 2
+    files = sorted(p.name for p in (tmp_path / "partial").glob("shard-*.safetensors"))
+    assert files == sorted(e["file"] for e in done)
+    assert not list((tmp_path / "partial").glob(".*.tmp"))
+    monkeypatch.setattr(wc._Runner, "run", real)
+    resumed = run_capture(subject, tmp_path / "partial")
+    for site in reference.sites:
+        torch.testing.assert_close(resumed.read(site), store.read(site), atol=0, rtol=0)
+
+
 def test_read_is_memory_mapped(subject, tmp_path):
     store = capture(subject, TEXTS[:3], sites="resid_post.0", out=tmp_path / "one", progress=False)
     assert len(store.manifest["shards"]) == 1

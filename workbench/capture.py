@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -329,6 +330,11 @@ def _select(hidden: Float[Tensor, "b p d"], mask: Tensor, positions: str) -> Flo
     return (hidden * weights).sum(1) / weights.sum(1)
 
 
+def _overlap_writes(subject: Subject) -> bool:
+    """Whether shard writes overlap the next forward passes (on accelerators, not on the CPU)."""
+    return subject.device.type != "cpu"
+
+
 def _capture_to_store(
     path: Path,
     subject: Subject,
@@ -380,8 +386,25 @@ def _capture_to_store(
     writer = StoreWriter(path, manifest, token_ids, offsets)
     todo = writer.pending()
     total = sum(p.texts[1] - p.texts[0] for p in todo)
-    with tqdm(total=total, desc="capture", unit="text", disable=not progress) as bar:
+    # On an accelerator, shard k is written (serialised, fsynced, renamed) on a writer thread
+    # while the forward passes of shard k + 1 run, so disk time hides behind device compute; at
+    # most two shards are in memory. On the CPU the writer would compete with the forward for
+    # the same cores (measured slower in bench/capture.py), so shards are written in turn.
+    # Leaving the block, however it is left, waits for the write in flight, so every shard file
+    # is either complete and recorded in the manifest or absent.
+    overlap = _overlap_writes(subject)
+    with (
+        tqdm(total=total, desc="capture", unit="text", disable=not progress) as bar,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="wb-store") as pool,
+    ):
+        in_flight: Future[None] | None = None
         for plan in todo:
-            texts = range(*plan.texts)
-            writer.write(plan, runner.run(toks, texts, offsets, bar))
+            tensors = runner.run(toks, range(*plan.texts), offsets, bar)
+            if in_flight is not None:
+                in_flight.result()
+            in_flight = pool.submit(writer.write, plan, tensors)
+            if not overlap:
+                in_flight.result()
+        if in_flight is not None:
+            in_flight.result()
     return ActivationStore(path)
