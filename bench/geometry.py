@@ -11,11 +11,12 @@ Rows:
   over many principal directions, the hard case for our principal-subspace bound.
 * ``isoscore`` vs ``IsoScore.IsoScore`` on 20,000 x 384 float64.
 * ``mean_cosine`` on 200,000 x 768 float32 (time only; the exact O(n d) formula has no peer).
-* Streaming over a float32 file on disk (~2 GB, 200 MB with ``--quick``) read as ``np.memmap``
-  chunks, against the in-memory functions on the array loaded into RAM: time, equality, and the
-  memory of the streaming pass (peak of numpy's traced allocations, and the growth of anonymous
-  RSS). Pages of the memory-mapped file are page cache, not heap, so they are not counted; "flat"
-  means bounded by a few float64 copies of one batch, independent of the file size.
+* Streaming over an ``ActivationStore`` on disk (~2 GB in 256 MiB safetensors shards, 200 MB with
+  ``--quick``) read with ``store.iter_batches``, against the in-memory functions on the array
+  loaded into RAM: time, equality, and the memory of the streaming pass (peak of numpy's traced
+  allocations, and the growth of anonymous RSS). Pages of the memory-mapped shards are page cache,
+  not heap, so they are not counted; "flat" means bounded by a few float64 copies of one batch,
+  independent of the store's size.
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ import threading
 import time
 import tracemalloc
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
+import torch
 
 import workbench.geometry as geo
+from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
 
 ROWS: list[tuple[str, str, str, str, str, str]] = []
 BATCH_ROWS = 8192
@@ -174,42 +177,61 @@ class MemoryPeak:
         return f"heap peak {self.traced / 2**20:.0f} MB (RSS +{self.rss_growth / 2**20:.0f} MB)"
 
 
-def write_store(path: Path, n: int, d: int, chunk_rows: int = 16384) -> None:
-    """Writes an anisotropic float32 matrix chunk by chunk, never holding more than one chunk."""
+SITE = "resid_post.0"
+
+
+def write_store(path: Path, n: int, d: int, shard_bytes: int = 256 * 2**20) -> ActivationStore:
+    """Writes an anisotropic float32 ``ActivationStore`` (one site) shard by shard.
+
+    The store has the layout a capture writes (``index.safetensors``, 256 MiB safetensors shards,
+    ``manifest.json``), one row per text; only one shard's rows are ever in memory.
+    """
     rng = np.random.default_rng(3)
     scales = np.exp(rng.normal(size=d)).astype(np.float32)
     offset = (rng.normal(size=d) * 2).astype(np.float32)
     offset[5] += 40.0  # one rogue dimension
-    with open(path, "wb") as fh:
-        for start in range(0, n, chunk_rows):
-            rows = min(chunk_rows, n - start)
-            chunk = rng.standard_normal((rows, d), dtype=np.float32) * scales + offset
-            chunk.tofile(fh)
-
-
-def memmap_batches(
-    path: Path, n: int, d: int, batch_rows: int = BATCH_ROWS
-) -> Iterator[np.ndarray]:
-    data = np.memmap(path, dtype=np.float32, mode="r", shape=(n, d))
-    for start in range(0, n, batch_rows):
-        yield data[start : start + batch_rows]
+    offsets = np.arange(n + 1, dtype=np.int64)
+    plans = plan_shards(offsets, max(1, shard_bytes // (4 * d)))
+    manifest = {
+        "format": FORMAT,
+        "model": "synthetic",
+        "revision": None,
+        "sites": [SITE],
+        "positions": "last",
+        "dtype": "float32",
+        "n_texts": n,
+        "n_rows": n,
+        "input_hash": f"synthetic-{n}x{d}",
+        "settings": "bench",
+        "shards": [
+            {"index": p.index, "file": p.file, "texts": list(p.texts), "rows": list(p.rows)}
+            | {"bytes": None}
+            for p in plans
+        ],
+        "provenance": {"bench": "bench/geometry.py"},
+    }
+    writer = StoreWriter(path, manifest, np.zeros(n, dtype=np.int64), offsets)
+    for plan in writer.pending():
+        rows = plan.rows[1] - plan.rows[0]
+        chunk = rng.standard_normal((rows, d), dtype=np.float32) * scales + offset
+        writer.write(plan, {SITE: torch.from_numpy(chunk)})
+    return ActivationStore(path)
 
 
 def bench_streaming(total_bytes: int, d: int) -> None:
     n = total_bytes // (4 * d)
     size_mb = n * d * 4 / 2**20
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "acts.f32"
-        write_store(path, n, d)
+        store = write_store(Path(tmp) / "store", n, d)
         label = f"{n}x{d} f32 ({size_mb:,.0f} MB)"
 
         with MemoryPeak() as mem_m:
             t_sm, moments = timed(
-                lambda: geo.MomentAccumulator.from_batches(memmap_batches(path, n, d))
+                lambda: geo.MomentAccumulator.from_batches(store.iter_batches(SITE, BATCH_ROWS))
             )
         with MemoryPeak() as mem_u:
             t_su, units = timed(
-                lambda: geo.UnitSumAccumulator.from_batches(memmap_batches(path, n, d))
+                lambda: geo.UnitSumAccumulator.from_batches(store.iter_batches(SITE, BATCH_ROWS))
             )
         streamed = {
             "mev": geo.streaming_mev(moments),
@@ -232,7 +254,7 @@ def bench_streaming(total_bytes: int, d: int) -> None:
                 growth <= flat_limit,
             )
             return
-        x = np.fromfile(path, dtype=np.float32).reshape(n, d)
+        x = store.read(SITE).numpy().copy()  # into RAM, not a memory map
         t_im, mev_full = timed(lambda: geo.mev(x))  # noqa: F821 (x is deleted below)
         t_ic, cos_full = timed(lambda: geo.mean_cosine(x))  # noqa: F821
         full = {

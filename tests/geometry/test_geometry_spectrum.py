@@ -7,6 +7,7 @@ import pytest
 import torch
 from IsoScore import IsoScore as reference
 
+from workbench import geometry
 from workbench.errors import ConfigError, InputError
 from workbench.geometry import (
     covariance_eigenvalues,
@@ -147,3 +148,14 @@ def test_zero_variance_raises():
     for fn in (mev, isoscore, effective_rank):
         with pytest.raises(InputError, match="zero variance"):
             fn(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_torch_tensors_of_any_float_dtype_equal_their_numpy_values(dtype):
+    rng = np.random.default_rng(7)
+    t = torch.from_numpy(rng.normal(size=(300, 12)) * np.linspace(0.5, 3, 12)).to(dtype)
+    values = t.to(torch.float64).numpy()  # the exact values the tensor holds
+    for fn in (geometry.mev, geometry.effective_rank, geometry.isoscore, geometry.mean_cosine):
+        assert fn(t) == pytest.approx(fn(values), rel=1e-12, abs=1e-12)
+    assert geometry.MomentAccumulator.from_batches(t.split(64)).n == 300
+    assert t.dtype == dtype  # the input is left as it was

@@ -18,7 +18,11 @@ def _to_numpy(x: Any, name: str) -> np.ndarray:
         x = x.detach()
         if x.is_complex():
             raise InputError(f"{name} is a complex tensor; a real-valued array is accepted")
-        return x.to(device="cpu", dtype=torch.float64).numpy()
+        x = x.cpu()
+        if x.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+            x = x.to(torch.float32)  # exact; numpy has no such dtypes
+        # a zero-copy view: numpy's float64 cast (in as_matrix) is about 1.5x faster than torch's
+        return x.numpy()
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
