@@ -1,12 +1,15 @@
 """Sweep benchmark: 16 tiny runs of one notebook, local 1 vs 2 workers vs Ray, papermill overhead.
 
-Runs the toy notebook of the runner tests (tests/runner/data/toy.ipynb, HTML figure only) 16 times
-per backend into a temporary folder, and compares a papermill run with calling the same code
-directly: in this process (warm imports) and in a fresh ``python`` process (cold imports, as the
-kernel has). Targets: papermill overhead over a fresh-process call < 3 s per run; 2 workers at least
-1.7x faster than 1 on 2 cores.
+Runs one notebook 16 times per backend into a temporary folder: ``--analysis toy`` (default) is the
+runner tests' toy notebook (tests/runner/data/toy.ipynb, HTML figure only); ``--analysis
+anisotropy`` is the real anisotropy notebook on the embedded MiniLM with tiny inputs and every
+figure format. A papermill run is compared with calling the same code directly: in this process
+(warm imports) and in a fresh ``python`` process (cold imports, as the kernel has). Targets:
+papermill overhead over a fresh-process call < 3 s per run; 2 workers at least 1.7x faster than 1
+on 2 cores.
 
-Usage: ``python bench/sweep.py [--runs 16] [--notebooks DIR] [--analysis toy] [--no-ray]``
+Usage: ``python bench/sweep.py [--runs 16] [--analysis toy|anisotropy] [--notebooks DIR]
+[--no-ray]``
 """
 
 from __future__ import annotations
@@ -22,11 +25,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PRESETS = {
+    # the runner tests' toy notebook: n squares, an HTML figure
+    "toy": ("n", 2, {"formats": ["html"]}),
+    # the real anisotropy notebook on the embedded MiniLM, tiny inputs, every figure format
+    "anisotropy": (
+        "seed",
+        0,
+        {
+            "model": "minilm",
+            "checkpoints": "none",
+            "n_texts": 8,
+            "max_length": 16,
+            "max_points": 100,
+            "freq_texts": 8,
+            "device": "cpu",
+        },
+    ),
+}
+
+
+def point(analysis: str, i: int) -> dict:
+    """Parameters of run ``i``: the preset's varied parameter and its fixed ones."""
+    axis, first, fixed = PRESETS[analysis]
+    return {axis: first + i, **fixed}
+
+
 def sweep_seconds(analysis: str, runs: int, out: Path, backend: str, workers: int) -> float:
     from workbench.runner.grid import Grid
     from workbench.runner.sweep import run_sweep
 
-    grid = Grid({"n": list(range(2, 2 + runs))}, {"formats": ["html"]})
+    axis, first, fixed = PRESETS[analysis]
+    grid = Grid({axis: list(range(first, first + runs))}, fixed)
     t0 = time.perf_counter()
     result = run_sweep(analysis, grid, out, backend=backend, workers=workers)
     seconds = time.perf_counter() - t0
@@ -47,12 +77,15 @@ def notebook_code(notebook: Path, params: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=16)
-    parser.add_argument("--analysis", default="toy")
-    parser.add_argument("--notebooks", default=str(ROOT / "tests" / "runner" / "data"))
+    parser.add_argument("--analysis", default="toy", choices=sorted(PRESETS))
+    parser.add_argument("--notebooks", default=None, help="default: where the analysis lives")
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
-    os.environ["WORKBENCH_NOTEBOOKS"] = args.notebooks
-    notebook = Path(args.notebooks) / f"{args.analysis}.ipynb"
+    default = ROOT / ("tests/runner/data" if args.analysis == "toy" else "notebooks")
+    notebooks = Path(args.notebooks) if args.notebooks else default
+    os.environ["WORKBENCH_NOTEBOOKS"] = str(notebooks)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    notebook = notebooks / f"{args.analysis}.ipynb"
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     rows = []
     w1 = sweep_seconds(args.analysis, args.runs, tmp / "w1", "local", 1)
@@ -66,14 +99,14 @@ def main() -> None:
     warm = []
     for i in range(args.runs):
         out = tmp / "direct" / str(i)
-        code = notebook_code(notebook, {"out_dir": str(out), "n": 2 + i, "formats": ["html"]})
+        code = notebook_code(notebook, {"out_dir": str(out), **point(args.analysis, i)})
         t0 = time.perf_counter()
         exec(compile(code, "toy", "exec"), {})
         warm.append(time.perf_counter() - t0)
     cold = []
     for i in range(3):
         out = tmp / "cold" / str(i)
-        code = notebook_code(notebook, {"out_dir": str(out), "n": 2 + i, "formats": ["html"]})
+        code = notebook_code(notebook, {"out_dir": str(out), **point(args.analysis, i)})
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp)
         cold.append(time.perf_counter() - t0)

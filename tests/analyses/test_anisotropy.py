@@ -185,3 +185,17 @@ def test_token_counts_are_corpus_counts_of_the_first_freq_texts(config):
     assert an.token_counts(subject, replace(config, n_texts=40, freq_texts=1)).sum() == sum(
         expected.values()
     )
+
+
+def test_minilm_encoder_as_loaded():
+    config = an.AnisotropyConfig(
+        model="minilm", checkpoints="none", n_texts=12, max_length=24, freq_texts=12, device="cpu"
+    )
+    sweep, tangent = an.run_study(config, progress=False)
+    assert tangent is None  # one checkpoint and no LM head: no tangent test
+    (result,) = sweep.results
+    assert result.revision is None and [r["layer"] for r in result.per_layer] == list(range(6))
+    m = an.metrics(sweep, tangent)
+    assert m["tangent_energy_share"] is None and isinstance(m["freq_distance_corr"], float)
+    # the real pretrained encoder is anisotropic at every layer, unlike random init
+    assert all(r["mean_cosine"] > 0.1 for r in result.per_layer)

@@ -137,6 +137,7 @@ def test_anisotropy_notebook_runs_in_jupyterlab(lab, browser, tiny_lm_dir, tmp_p
             "max_length = 16",
             "seed = 0",
             "max_points = 200",
+            "freq_texts = 200",
             "tangent_rank = 4",
             "tangent_fit = 1",
             'device = "cpu"',

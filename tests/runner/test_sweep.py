@@ -124,3 +124,22 @@ def test_ray_backend_on_a_real_local_cluster(tmp_path):
     assert len(result.ran) == 2 and not result.failed
     assert executions(marker) == {"2": 1, "3": 1}
     assert len(table(tmp_path / "sweep")) == 2
+
+
+def test_local_workers_share_out_the_cpus(monkeypatch):
+    from workbench.runner.backends import THREAD_VARS, LocalBackend
+
+    for name in THREAD_VARS:
+        monkeypatch.delenv(name, raising=False)
+    backend = LocalBackend(2)
+    try:
+        got = backend._pool.submit(os.getenv, "OMP_NUM_THREADS").result(timeout=120)
+    finally:
+        backend.close()
+    assert got == str(max(1, os.cpu_count() // 2))
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")  # a user's setting wins
+    backend = LocalBackend(2)
+    try:
+        assert backend._pool.submit(os.getenv, "OMP_NUM_THREADS").result(timeout=120) == "7"
+    finally:
+        backend.close()

@@ -96,16 +96,24 @@ def visible_gpus() -> list[str]:
         return []
 
 
-def _init_worker(counter: Any, gpus: list[str]) -> None:
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""Thread-pool sizes that kernels inherit from their worker (torch reads ``OMP_NUM_THREADS``)."""
+
+
+def _init_worker(counter: Any, gpus: list[str], threads: int) -> None:
     with counter.get_lock():
         slot = counter.value
         counter.value += 1
     if gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+    # N workers each running a kernel whose torch uses every core would oversubscribe the CPU;
+    # give each its share, unless the user has set the sizes.
+    for name in THREAD_VARS:
+        os.environ.setdefault(name, str(threads))
 
 
 class LocalBackend:
-    """Worker processes on this machine, one GPU each when there are GPUs."""
+    """Worker processes on this machine, one GPU each when there are GPUs, the CPUs shared out."""
 
     def __init__(self, workers: int = 1) -> None:
         """Starts ``workers`` processes (spawned, so no state leaks from the parent)."""
@@ -117,7 +125,7 @@ class LocalBackend:
             workers,
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(ctx.Value("i", 0), visible_gpus()),
+            initargs=(ctx.Value("i", 0), visible_gpus(), max(1, (os.cpu_count() or 1) // workers)),
         )
 
     def submit(self, task: PointTask) -> cf.Future:
