@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -127,3 +127,24 @@ def check_positive_int(value: int, name: str, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ConfigError(f"{name}={value!r} is not an integer >= {minimum}")
     return int(value)
+
+
+def fold_batches(
+    from_batch: Callable[[Any], Any], batches: Iterable[Any], *, desc: str, progress: bool
+) -> Any:
+    """Merges ``from_batch(b)`` over every batch (an accumulator's ``from_batches``).
+
+    Raises:
+        InputError: No batch was given.
+    """
+    if progress:
+        from tqdm.auto import tqdm
+
+        batches = tqdm(batches, desc=desc, unit="batch")
+    acc = None
+    for batch in batches:
+        part = from_batch(batch)
+        acc = part if acc is None else acc.merge(part)
+    if acc is None:
+        raise InputError("batches is empty; at least one (rows, d) batch is needed")
+    return acc

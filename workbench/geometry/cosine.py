@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from workbench.errors import InputError
-from workbench.geometry._input import as_matrix, check_positive_int, matrix_chunks
+from workbench.geometry._input import as_matrix, check_positive_int, fold_batches, matrix_chunks
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -93,17 +93,7 @@ class UnitSumAccumulator:
     @classmethod
     def from_batches(cls, batches: Iterable[Any], *, progress: bool = False) -> UnitSumAccumulator:
         """Sums over an iterable of (rows, d) batches, e.g. ``store.iter_batches(site)``."""
-        if progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="unit sums", unit="batch")
-        acc: UnitSumAccumulator | None = None
-        for batch in batches:
-            part = cls.from_batch(batch)
-            acc = part if acc is None else acc.merge(part)
-        if acc is None:
-            raise InputError("batches is empty; at least one (rows, d) batch is needed")
-        return acc
+        return fold_batches(cls.from_batch, batches, desc="unit sums", progress=progress)
 
     def update(self, batch: Any) -> UnitSumAccumulator:
         """This accumulator merged with the sums over ``batch``."""

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from workbench.errors import InputError
-from workbench.geometry._input import as_matrix, matrix_chunks
+from workbench.geometry._input import as_matrix, fold_batches, matrix_chunks
 
 __all__ = ["MomentAccumulator", "as_moments", "covariance_eigenvalues"]
 
@@ -92,17 +92,7 @@ class MomentAccumulator:
         Raises:
             InputError: No batch was given, or the batches disagree on ``d``.
         """
-        if progress:
-            from tqdm.auto import tqdm
-
-            batches = tqdm(batches, desc="moments", unit="batch")
-        acc: MomentAccumulator | None = None
-        for batch in batches:
-            part = cls.from_batch(batch)
-            acc = part if acc is None else acc.merge(part)
-        if acc is None:
-            raise InputError("batches is empty; at least one (rows, d) batch is needed")
-        return acc
+        return fold_batches(cls.from_batch, batches, desc="moments", progress=progress)
 
     def update(self, batch: Any) -> MomentAccumulator:
         """This summary merged with that of ``batch``."""
