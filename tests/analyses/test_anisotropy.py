@@ -199,3 +199,33 @@ def test_minilm_encoder_as_loaded():
     assert m["tangent_energy_share"] is None and isinstance(m["freq_distance_corr"], float)
     # the real pretrained encoder is anisotropic at every layer, unlike random init
     assert all(r["mean_cosine"] > 0.1 for r in result.per_layer)
+
+
+def test_frequency_points_are_the_last_layers_and_survive_the_cache(config, study, monkeypatch):
+    from workbench import capture
+    from workbench.inputs import read_texts
+
+    sweep, _, cache = study
+    final = sweep.final
+    subject = load_model(config.model, revision=final.revision, device="cpu")
+    acts = capture(
+        subject,
+        read_texts(config.text_source, config.n_texts),
+        sites="resid_post.1",
+        max_length=config.max_length,
+        progress=False,
+    )
+    direct = geometry.frequency_distance_correlation(
+        acts["resid_post.1"].double().numpy(),
+        acts.token_ids.numpy(),
+        an.token_counts(subject, config),
+    )
+    assert final.frequency["r"] == pytest.approx(direct.r)
+    assert final.freq_distance_corr == pytest.approx(direct.r)
+    assert final.frequency["token_ids"] == direct.token_ids.tolist()
+    np.testing.assert_allclose(final.frequency["distance"], direct.distance, rtol=1e-12)
+    monkeypatch.setattr(an, "load_model", lambda *a, **k: pytest.fail("recomputed"))
+    cached = an.sweep_checkpoints(config, cache_dir=cache, progress=False).final
+    assert cached.frequency == final.frequency
+    fig = cached.frequency_figure()
+    assert list(fig.data[0].x) == pytest.approx(direct.log_frequency.tolist())

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 LAYER_METRICS = ("mean_cosine", "mev", "isoscore", "effective_rank", "twonn")
 CHECKPOINT_METRICS = ("mean_cosine", "isoscore", "effective_rank", "twonn")
+CACHE_FORMAT = 2
+"""Version of the per-checkpoint cache files (2: with the frequency scatter's points)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class AnisotropyConfig:
             for k, v in asdict(self).items()
             if k not in ("checkpoints", "device", "batch_size")
         }
+        fields["cache_format"] = CACHE_FORMAT
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -169,6 +172,8 @@ class CheckpointResult:
         freq_distance_by_layer: The same at each measured layer.
         embedding_freq_corr: Frequency vs distance to centroid of the input embedding table.
         n_tokens: Rows measured.
+        frequency: The last layer's per-type points behind ``freq_distance_corr`` (the fields of
+            :class:`~workbench.geometry.FrequencyDistance` as lists), for the scatter figure.
     """
 
     revision: str | None
@@ -178,10 +183,15 @@ class CheckpointResult:
     freq_distance_by_layer: list[float | None]
     embedding_freq_corr: float | None
     n_tokens: int
+    frequency: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (also the cache format)."""
         return asdict(self)
+
+    def frequency_figure(self) -> Any:
+        """Log corpus frequency vs mean distance to the centroid per type, at the last layer."""
+        return geometry.FrequencyDistance(**self.frequency).figure()
 
 
 def token_counts(subject: Subject, config: AnisotropyConfig) -> np.ndarray:
@@ -224,7 +234,7 @@ def analyze_checkpoint(
     token_ids = acts.token_ids.numpy()
     if counts is None:
         counts = token_counts(subject, config)
-    per_layer, by_layer = [], []
+    per_layer, by_layer, freq = [], [], None
     for name in acts.sites:
         x = acts[name].double().numpy()
         per_layer.append(
@@ -233,7 +243,8 @@ def analyze_checkpoint(
                 **layer_metrics(x, max_points=config.max_points, seed=config.seed),
             }
         )
-        by_layer.append(_finite(geometry.frequency_distance_correlation(x, token_ids, counts).r))
+        freq = geometry.frequency_distance_correlation(x, token_ids, counts)
+        by_layer.append(_finite(freq.r))
     table = subject.model.get_input_embeddings().weight.detach().double().cpu().numpy()
     embed_r = _finite(geometry.embedding_frequency_correlation(table, counts).r)
     return CheckpointResult(
@@ -244,6 +255,14 @@ def analyze_checkpoint(
         by_layer,
         embed_r,
         len(token_ids),
+        {
+            "r": freq.r,
+            "n_types": freq.n_types,
+            **{
+                k: getattr(freq, k).tolist()
+                for k in ("token_ids", "log_frequency", "distance", "occurrences")
+            },
+        },
     )
 
 
@@ -607,22 +626,3 @@ def metrics(sweep: CheckpointSweep, tangent: TangentResult | None) -> dict[str, 
         "tangent_p_value": tangent.p_values[-1] if tangent else None,
         "n_tokens": final.n_tokens,
     }
-
-
-def frequency_scatter(config: AnisotropyConfig, revision: str | None) -> Any:
-    """Per-type frequency vs mean distance to the centroid at the last measured layer (a figure)."""
-    subject = load_model(config.model, revision=revision, device=config.device)
-    texts = read_texts(config.text_source, config.n_texts)
-    acts = capture(
-        subject,
-        texts,
-        sites=config.site,
-        layers=config.layers,
-        max_length=config.max_length,
-        batch_size=config.batch_size,
-        progress=False,
-    )
-    result = geometry.frequency_distance_correlation(
-        acts[acts.sites[-1]].double().numpy(), acts.token_ids.numpy(), token_counts(subject, config)
-    )
-    return result.figure()
