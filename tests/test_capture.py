@@ -7,8 +7,8 @@ import torch
 from tinymodels import D_MODEL, N_LAYERS, SENTENCES
 
 from workbench import capture, load_model
-from workbench.capture import hooks
 from workbench.errors import ConfigError, InputError, SiteError
+from workbench.hooking import read_hooks as hooks
 
 DECODERS = ("gpt2", "gpt_neox", "llama", "qwen2")
 

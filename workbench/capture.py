@@ -20,7 +20,7 @@ import inspect
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +28,13 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Float, Int
+from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from workbench import backends as _backends
 from workbench.errors import ConfigError
+from workbench.hooking import pad, position_ids, read_hooks
 from workbench.inputs import TokenizedInputs, tokenize
 from workbench.models.loading import resolve_dtype
 from workbench.models.subject import Subject
@@ -43,45 +44,6 @@ from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
 Positions = Literal["all", "last", "mean"]
 POSITIONS: tuple[str, ...] = ("all", "last", "mean")
 DEFAULT_SHARD_BYTES = 256 * 2**20
-
-
-@contextlib.contextmanager
-def hooks(sites: Sequence[Site], fn: Callable[[Site, Tensor], None]) -> Iterator[None]:
-    """Calls ``fn(site, tensor)`` with each site's tensor on every forward pass inside the block.
-
-    Output sites use forward hooks, input sites forward pre-hooks. Tuples are indexed with the
-    site's ``index``. Every handle is removed when the block exits, also on an exception.
-
-    Args:
-        sites: Resolved sites (see :meth:`Subject.expand`).
-        fn: Receives the site and its ``(batch, pos, d)`` tensor.
-    """
-    handles = []
-    try:
-        for site in sites:
-            if site.spec.io == "output":
-
-                def on_output(_module, _args, output, site=site):
-                    fn(site, _pick(output, site.spec.index))
-
-                handles.append(site.module.register_forward_hook(on_output))
-            else:
-
-                def on_input(_module, args, kwargs, site=site):
-                    value = kwargs.get(site.spec.arg, args)
-                    fn(site, _pick(value, site.spec.index))
-
-                handles.append(site.module.register_forward_pre_hook(on_input, with_kwargs=True))
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-def _pick(value: Any, index: int) -> Tensor:
-    while isinstance(value, tuple | list):
-        value = value[index]
-    return value
 
 
 @dataclass(frozen=True)
@@ -276,11 +238,11 @@ class _Runner:
             buf.index_copy_(0, state["dest"], rows.to(device="cpu", dtype=self.dtype))
 
         device = self.subject.device
-        tap = hooks(self.sites, sink) if self.run_batch is None else contextlib.nullcontext()
+        tap = read_hooks(self.sites, sink) if self.run_batch is None else contextlib.nullcontext()
         with tap, torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
-                ids, mask = _pad([seqs[i] for i in batch], self.pad_id, self.side)
+                ids, mask = pad([seqs[i] for i in batch], self.pad_id, self.side)
                 state["mask"] = mask.to(device)
                 state["dest"] = (
                     torch.cat([torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch])
@@ -291,7 +253,7 @@ class _Runner:
                     "attention_mask": state["mask"],
                 }
                 if self.pass_positions:
-                    kwargs["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0).to(device)
+                    kwargs["position_ids"] = position_ids(mask).to(device)
                 if self.no_cache:
                     kwargs["use_cache"] = False
                 if self.run_batch is None:
@@ -302,19 +264,6 @@ class _Runner:
                         sink(site, outputs[site.name])
                 bar.update(len(batch))
         return {site.name: buffers[site.name] for site in self.sites}
-
-
-def _pad(
-    seqs: list[Tensor], pad_id: int, side: str
-) -> tuple[Int[Tensor, "b p"], Bool[Tensor, "b p"]]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        cols = slice(width - len(seq), width) if side == "left" else slice(0, len(seq))
-        ids[row, cols] = seq
-        mask[row, cols] = 1
-    return ids, mask
 
 
 def _select(hidden: Float[Tensor, "b p d"], mask: Tensor, positions: str) -> Float[Tensor, "r d"]:

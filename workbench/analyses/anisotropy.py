@@ -451,7 +451,7 @@ def representation_gradients(
     Runs a forward and backward pass per batch with a hook that keeps the site's output and asks
     autograd for its gradient; padded positions are dropped.
     """
-    from workbench.capture import _pad
+    from workbench.hooking import pad as _pad
     from workbench.inputs import tokenize
 
     target = subject.site(site)

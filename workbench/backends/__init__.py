@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from torch import Tensor, nn
 
 from workbench.errors import ConfigError
+from workbench.hooking import read_hooks
 
 if TYPE_CHECKING:
     from workbench.models.subject import Subject
@@ -95,14 +96,12 @@ def prepare_hooks(
     subject: Subject, sites: Sequence[Site], *, remote: bool | str = False
 ) -> RunBatch:
     """The core's plain hooks as a backend (for comparisons; ``capture`` has a faster path)."""
-    from workbench.capture import hooks
-
     if remote:
         raise ConfigError("remote=True needs backend='nnsight' (it runs the trace on NDIF)")
 
     def run_batch(**model_kwargs: Any) -> dict[str, Tensor]:
         out: dict[str, Tensor] = {}
-        with hooks(list(sites), lambda site, tensor: out.__setitem__(site.name, tensor)):
+        with read_hooks(list(sites), lambda site, tensor: out.__setitem__(site.name, tensor)):
             subject.model(**model_kwargs)
         return out
 

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from workbench.backends import RunBatch, require, shadow_copy
+from workbench.hooking import read_hooks
 
 if TYPE_CHECKING:
     from workbench.models.subject import Subject
@@ -47,14 +48,12 @@ def envoy_path(subject: Subject, site: Site) -> str:
 
 def forward_order(subject: Subject, sites: Sequence[Site]) -> list[Site]:
     """The sites sorted by when the forward pass produces them (one one-token forward)."""
-    from workbench.capture import hooks
-
     seen: list[str] = []
     ids = torch.zeros((1, 1), dtype=torch.long, device=subject.device)
     kwargs: dict[str, Any] = {"input_ids": ids}
     if "use_cache" in inspect.signature(subject.model.forward).parameters:
         kwargs["use_cache"] = False
-    with hooks(list(sites), lambda site, _: seen.append(site.name)), torch.inference_mode():
+    with read_hooks(list(sites), lambda site, _: seen.append(site.name)), torch.inference_mode():
         subject.model(**kwargs)
     first = {name: i for i, name in reversed(list(enumerate(seen)))}
     return sorted(sites, key=lambda s: first.get(s.name, len(seen)))
