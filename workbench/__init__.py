@@ -1,6 +1,6 @@
 """workbench: a Jupyter-first interpretability workbench for representation geometry.
 
-The public API (see CONTRACT.md)::
+The public API (the names users and scripts rely on; they change only with a note)::
 
     from workbench import load_model, capture, ActivationStore, WorkbenchError
 

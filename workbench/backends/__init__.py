@@ -54,7 +54,9 @@ class Prepare(Protocol):
 
     def __call__(
         self, subject: Subject, sites: Sequence[Site], *, remote: bool | str = False
-    ) -> RunBatch: ...
+    ) -> RunBatch:
+        """Returns the function that runs one padded batch and reads every site."""
+        ...
 
 
 def get(name: str) -> Prepare:
