@@ -14,8 +14,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import tinymodels
+from support import chromium_or_skip
 
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "bert")
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The system Chromium (the test is skipped without one, unless CI requires it)."""
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="session")

@@ -107,6 +107,7 @@ def test_bad_input_exits_2_with_one_line(tiny_dir, tmp_path, capsys, argv, messa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_console_script_and_debug_traceback(tmp_path):
     exe = [sys.executable, "-m", "workbench.cli"]
     ok = subprocess.run([*exe, "models"], capture_output=True, text=True, timeout=120)

@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import not_blank
 
+pytestmark = pytest.mark.slow  # a browser per test
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = "anisotropy.ipynb"
 
@@ -140,6 +142,8 @@ def test_anisotropy_notebook_runs_in_jupyterlab(lab, browser, tiny_lm_dir, tmp_p
             "freq_texts = 200",
             "tangent_rank = 4",
             "tangent_fit = 1",
+            "tangent_null = 20",
+            "batch_size = 16",
             'device = "cpu"',
             f"out_dir = {json.dumps(str(out))}",
         ]

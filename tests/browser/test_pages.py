@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from browser_helpers import not_blank, open_page
+
+pytestmark = pytest.mark.slow  # a browser per test
 
 
 def test_executed_notebook_as_html_renders_its_plotly_figure(toy_demo, browser, tmp_path):

@@ -14,10 +14,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.files import atomic_write_bytes
 from workbench.runner.notebooks import available
 from workbench.runner.results import read_results
 from workbench.runner.run import RunResult, run_analysis
-from workbench.store import atomic_write_bytes
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,7 @@ def run_demo(
     notebooks: str | Path | None = None,
     only: list[str] | None = None,
     timeout: float | None = None,
+    formats: str | None = None,
 ) -> DemoResult:
     """Runs every available analysis on its defaults and writes the figure gallery.
 
@@ -124,6 +125,8 @@ def run_demo(
         notebooks: Where the notebooks are (default as for ``workbench run``).
         only: Run just these analyses.
         timeout: Per-cell timeout in seconds.
+        formats: Figure formats (see :func:`~workbench.runner.run.run_analysis`); checked
+            before any notebook runs.
 
     Returns:
         The runs, the gathered figures and the index path. A failed run does not stop the others.
@@ -131,13 +134,17 @@ def run_demo(
     from workbench.runner.run import prepare
 
     names = only or available(notebooks)
+    from workbench.figures import resolve_formats
+
     for name in names:
         prepare(name, notebooks_dir=notebooks)  # bad names fail before anything runs
+    if formats not in (None, "auto"):
+        formats = ",".join(resolve_formats(formats)[0])
     runs_root, fig_root = Path(runs_dir).resolve(), Path(figures_dir).resolve()
     runs, figures = {}, {}
     for name in names:
         runs[name] = run_analysis(
-            name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout
+            name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout, formats=formats
         )
         target = fig_root / name
         if target.exists():
