@@ -230,6 +230,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for name, r in result.runs.items()
     ]
     lines += [f"  {name}: {msg}" for name, msg in result.failed.items()]
+    from workbench.figures import static_export_problem
+
+    problem = static_export_problem()
+    if problem and args.formats in (None, "auto"):
+        lines.append(f"figures are interactive HTML only: {problem}")
     lines.append(f"{result.index} ({time.perf_counter() - t0:.0f} s in all)")
     sys.stdout.write("\n".join(lines) + "\n")
     return 1 if result.failed else 0

@@ -247,6 +247,10 @@ def write_html(fig: Any, target: Path) -> None:
     if not script.is_file():
         atomic_write_bytes(script, get_plotlyjs().encode())
     page = fig.to_html(include_plotlyjs="directory", full_html=True)
+    # plotly's page sets html and body to 100% height but keeps the body's 8 px margin, so the page
+    # is always 16 px taller than its window: embedded in a frame of the figure's size it would
+    # scroll. Without the margin, a frame as large as the figure shows it whole.
+    page = page.replace("</head>", "<style>body {margin: 0;}</style>\n</head>", 1)
     atomic_write_bytes(target, page.encode())
 
 
