@@ -450,3 +450,17 @@ def test_activation_patching_bad_inputs(subject, tiny_dir):
     with pytest.raises(InterventionError, match="no logits"):
         activation_patching(encoder, "a short one", "a short one", "resid_post.0", progress=False)
     assert n_hooks(subject.model) == 0 and n_hooks(encoder.model) == 0
+
+
+def test_skip_on_an_encoder(tiny_dir):
+    encoder = load_model(tiny_dir("bert"), device="cpu")
+    ids = tokens(22)
+    reference = copy.deepcopy(encoder.model)
+    del reference.encoder.layer[1]
+    reference.config.num_hidden_layers = N_LAYERS - 1
+    with torch.no_grad():
+        expected = reference(input_ids=ids).last_hidden_state
+        with intervene(encoder, {"resid_post.1": skip()}):
+            got = encoder.model(input_ids=ids).last_hidden_state
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert n_hooks(encoder.model) == 0
