@@ -42,3 +42,7 @@ class StoreMismatchError(StoreError):
 
 class ConfigError(WorkbenchError):
     """A configuration value outside what is accepted."""
+
+
+class InterventionError(WorkbenchError):
+    """An edit that cannot apply: wrong width, a source from another run, a site it cannot take."""
