@@ -137,8 +137,9 @@ def call_hooks(
     before: Callable[[torch.nn.Module, tuple, dict], None],
     after: Callable[[torch.nn.Module], None],
 ) -> Iterator[None]:
-    """Calls ``before(module, args, kwargs)`` as each module's forward starts and ``after(module)``
-    as it ends, also when it raises; both leave the forward pass unchanged.
+    """Calls ``before`` as each module's forward starts and ``after`` as it ends, also on errors.
+
+    ``before(module, args, kwargs)`` and ``after(module)`` both leave the forward pass unchanged.
 
     For bookkeeping around whole calls (which tokens a pass holds, nesting depth), not for sites.
 

@@ -60,6 +60,7 @@ class Edit:
     """Base class of the edits: ``edit(hidden, ctx) -> Tensor`` plus an up-front ``check``."""
 
     def __call__(self, hidden: Float[Tensor, "b p d"], ctx: EditContext) -> Tensor:
+        """Returns the edited ``(batch, pos, d)`` tensor (a new one: edits never write in place)."""
         raise NotImplementedError
 
     def check(self, site: Site, subject: Subject) -> None:
@@ -103,9 +104,11 @@ class Add(Edit):
     positions: Positions = field(default_factory=lambda: Positions("all"))
 
     def check(self, site: Site, subject: Subject) -> None:
+        """See :meth:`Edit.check`."""
         _check_width(self.vector.shape[0], site, subject, "steering vector")
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         if hidden.shape[-1] != self.vector.shape[0]:
             raise InterventionError(
                 f"steering vector has width {self.vector.shape[0]} but site {ctx.site.name} "
@@ -136,6 +139,7 @@ class Ablate(Edit):
     _means: dict[str, Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def check(self, site: Site, subject: Subject) -> None:
+        """See :meth:`Edit.check`."""
         if self.mode == "zero":
             return
         if isinstance(self.mean, Activations):
@@ -151,6 +155,7 @@ class Ablate(Edit):
         self._means[site.name] = value
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         if self.mode == "zero":
             value = hidden.new_zeros(())
         else:
@@ -200,9 +205,11 @@ class ProjectOut(Edit):
     positions: Positions = field(default_factory=lambda: Positions("all"))
 
     def check(self, site: Site, subject: Subject) -> None:
+        """See :meth:`Edit.check`."""
         _check_width(self.basis.shape[1], site, subject, "project_out basis")
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         q = self.basis.to(device=hidden.device, dtype=hidden.dtype)
         removed = hidden - (hidden @ q.T) @ q
         return _where(self.positions.select(ctx.tokens), removed, hidden)
@@ -243,6 +250,7 @@ class Patch(Edit):
     _tables: dict[str, tuple[Tensor, Tensor]] = field(default_factory=dict, init=False, repr=False)
 
     def check(self, site: Site, subject: Subject) -> None:
+        """See :meth:`Edit.check`."""
         if isinstance(self.source, Activations):
             self._tables[site.name] = self._from_activations(site, subject)
         else:
@@ -281,6 +289,7 @@ class Patch(Edit):
         return table, lengths
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         table = self._tables.get(ctx.site.name)
         if table is None:
             raise InterventionError(f"patch at {ctx.site.name} was never checked")
@@ -349,12 +358,14 @@ class Skip(Edit):
     """Replaces block ``L``'s output by its input (see :func:`skip`)."""
 
     def check(self, site: Site, subject: Subject) -> None:
+        """See :meth:`Edit.check`."""
         if site.kind != "resid_post":
             raise InterventionError(
                 f"skip() applies to a block's output, 'resid_post.L'; got {site.name!r}"
             )
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         if ctx.block_input is None:
             raise InterventionError(f"skip() at {ctx.site.name} saw no block input")
         if ctx.block_input.shape != hidden.shape:
@@ -384,6 +395,7 @@ class Apply(Edit):
     name: str = ""
 
     def __call__(self, hidden: Tensor, ctx: EditContext) -> Tensor:
+        """Returns the edited tensor (see :meth:`Edit.__call__`)."""
         return self.fn(hidden, ctx)
 
 

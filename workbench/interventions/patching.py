@@ -50,6 +50,7 @@ class LogProb:
     label: str = ""
 
     def __call__(self, logits: Tensor) -> Tensor:
+        """The metric of each batch row, ``(batch,)``."""
         return logits[:, self.position].double().log_softmax(-1)[:, self.token]
 
     def __str__(self) -> str:
@@ -66,6 +67,7 @@ class LogitDiff:
     labels: tuple[str, str] = ("", "")
 
     def __call__(self, logits: Tensor) -> Tensor:
+        """The metric of each batch row, ``(batch,)``."""
         row = logits[:, self.position].double()
         return row[:, self.a] - row[:, self.b]
 
