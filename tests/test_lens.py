@@ -39,17 +39,24 @@ def _own_logprobs(subject, ids: np.ndarray) -> torch.Tensor:
     return torch.log_softmax(logits.double(), dim=-1)
 
 
+def _assert_top_k(ids: np.ndarray, probs: np.ndarray, logp: torch.Tensor) -> None:
+    """Top-k probabilities match; ids match wherever the order is not a near-tie (random-init
+    models are close to uniform, and float32 batching may swap two logits 1e-7 apart)."""
+    k = ids.shape[-1]
+    top = logp.topk(k + 1, dim=-1)
+    np.testing.assert_allclose(probs, top.values[:, :k].exp().numpy(), rtol=1e-5, atol=1e-9)
+    clear = (-top.values.diff(dim=-1) > 1e-5).all(-1).numpy()
+    assert clear.mean() > 0.5
+    np.testing.assert_array_equal(ids[clear], top.indices[:, :k].numpy()[clear])
+
+
 def _assert_matches_model(subject, result: LensResult, layer_row: int) -> None:
     """Row ``layer_row`` of ``result`` reproduces the model's own output at every position."""
     for i in range(result.n_texts):
         rows = result.text_rows(i)
         ids = result.token_ids[rows]
         logp = _own_logprobs(subject, ids)
-        top = logp.topk(result.top_k, dim=-1)
-        np.testing.assert_array_equal(result.top_ids[layer_row, rows], top.indices.numpy())
-        np.testing.assert_allclose(
-            result.top_probs[layer_row, rows], top.values.exp().numpy(), rtol=1e-5, atol=1e-7
-        )
+        _assert_top_k(result.top_ids[layer_row, rows], result.top_probs[layer_row, rows], logp)
         want = -logp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].numpy()
         np.testing.assert_allclose(result.cross_entropy[layer_row, rows][:-1], want, rtol=1e-5)
         assert np.isnan(result.cross_entropy[layer_row, rows][-1])
@@ -129,9 +136,7 @@ def test_last_block_lens_equals_the_model_without_its_middle_blocks(decoders, ar
         ids = torch.tensor(result.token_ids[rows])[None]
         with torch.no_grad():
             logp = torch.log_softmax(pruned(ids, use_cache=False).logits[0].double(), -1)
-        top = logp.topk(3, -1)
-        np.testing.assert_array_equal(result.top_ids[0, rows], top.indices.numpy())
-        np.testing.assert_allclose(result.top_probs[0, rows], top.values.exp().numpy(), rtol=1e-5)
+        _assert_top_k(result.top_ids[0, rows], result.top_probs[0, rows], logp)
         want = -logp[torch.arange(ids.shape[1] - 1), ids[0, 1:]].numpy()
         np.testing.assert_allclose(result.cross_entropy[0, rows][:-1], want, rtol=1e-5)
     assert result.kl[0].mean() > 1e-6  # and it is not just the model's output
@@ -160,13 +165,16 @@ def test_statistics_match_brute_force(small):
             kl = torch.nn.functional.kl_div(lp, final, log_target=True, reduction="none").sum(-1)
             ce = torch.nn.functional.cross_entropy(lp[:-1], ids[0, 1:], reduction="none")
             ent = torch.distributions.Categorical(logits=lp).entropy()
-            rank = torch.tensor([int((row > row[tid]).sum()) for row in lp])
+            # tokens strictly above the target, bounded for logits within float noise of it
+            above = lp - lp[:, tid : tid + 1]
+            low, high = (above > 1e-6).sum(-1).numpy(), (above > -1e-6).sum(-1).numpy() - 1
             np.testing.assert_allclose(result.kl[li], kl.numpy(), rtol=1e-5, atol=1e-7)
             np.testing.assert_allclose(result.cross_entropy[li, :-1], ce.numpy(), rtol=1e-5)
             np.testing.assert_allclose(result.entropy[li], ent.numpy(), rtol=1e-5)
-            np.testing.assert_array_equal(result.target_rank[li], rank.numpy())
+            assert ((low <= result.target_rank[li]) & (result.target_rank[li] <= high)).all()
+            assert (high == low).mean() > 0.9  # the bound is exact almost everywhere
             np.testing.assert_allclose(result.target_prob[li], lp[:, tid].exp().numpy(), rtol=1e-5)
-            np.testing.assert_array_equal(result.top_ids[li], lp.topk(3, -1).indices.numpy())
+            _assert_top_k(result.top_ids[li], result.top_probs[li], lp)
     np.testing.assert_allclose(result.kl_by_layer(), result.kl.mean(1))
     np.testing.assert_allclose(result.loss_by_layer(), np.nanmean(result.cross_entropy, 1))
     assert result.final_loss() == pytest.approx(float(np.nanmean(result.cross_entropy[-1])))
@@ -213,6 +221,19 @@ def test_tuned_lens_beats_the_logit_lens_on_held_out_text(small, small_tuned):
     torch.testing.assert_close(small_tuned.weight[-1], torch.zeros(small.d_model, small.d_model))
     curves = small_tuned.manifest["training"]
     assert curves["train_kl_last"][0] < curves["train_kl_first"][0]
+
+
+@pytest.mark.slow
+def test_tuned_lens_beats_the_logit_lens_on_the_default_tiny_lm(workbench_home):
+    """The real default tiny-lm (trained into the test's home first: minutes). Measured: the
+    tuned lens's held-out KL is 0.13-0.17 of the logit lens's at layers 0-2."""
+    subject = load_model("tiny-lm", device="cpu")
+    lens = TunedLens.train(subject, "builtin:pydoc", n_texts=400, max_length=128, progress=False)
+    held = read_texts("builtin:pydoc")[500:600]
+    logit = logit_lens(subject, held, max_length=128).kl_by_layer()
+    tuned = lens.apply(subject, held, max_length=128).kl_by_layer()
+    assert (tuned[:-1] < 0.5 * logit[:-1]).all(), (tuned, logit)
+    assert logit[0] > logit[1] > logit[2] > logit[3] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_tuned_lens_training_is_deterministic(decoders):

@@ -96,20 +96,21 @@ def heatmap(result: LensResult, *, text: int = 0, color: str = "prob") -> go.Fig
         )
     )
     fig.update_xaxes(
-        tickvals=x,
-        ticktext=[_show(t) for t in result.tokens[rows]],
-        tickangle=-60,
-        title="input token",
+        tickvals=x, ticktext=[_show(t) for t in result.tokens[rows]], tickangle=-50, showgrid=False
     )
     fig.update_yaxes(
         tickvals=list(range(len(result.layers))),
         ticktext=[f"{result.layers[i]}" for i in range(len(result.layers))],
         title="layer (resid_post)",
     )
+    longest = max((len(_show(t)) for t in result.tokens[rows]), default=1)
     width = int(min(TWO_COLUMN, max(ONE_COLUMN, 140 + 48 * n_pos)))
-    height = int(max(260, 150 + 34 * len(result.layers)))
+    height = int(max(280, 170 + 34 * len(result.layers) + 6 * min(longest, 14)))
     name = _LENS_NAMES.get(result.lens, result.lens)
-    return style(fig, title=f"{name}: {result.model}, text {text}", width=width, height=height)
+    fig = style(fig, title=f"{name}: {result.model}, text {text}", width=width, height=height)
+    # room under the axis for the slanted input tokens (which name the x axis)
+    fig.update_layout(margin={"b": 30 + 6 * min(longest, 14)})
+    return fig
 
 
 def compare_figure(results: Sequence[LensResult], metric: str = "kl") -> go.Figure:
@@ -148,8 +149,12 @@ def compare_figure(results: Sequence[LensResult], metric: str = "kl") -> go.Figu
                 y=own,
                 line={"dash": "dash", "color": "#444"},
                 annotation_text="model output",
-                annotation_position="top right",
+                annotation_position="bottom left",
             )
-    fig.update_layout(xaxis_title="layer (resid_post)", yaxis_title=_METRIC_TITLES[metric])
+    fig.update_layout(
+        xaxis_title="layer (resid_post)",
+        yaxis_title=_METRIC_TITLES[metric],
+        legend={"x": 0.98, "y": 0.98, "xanchor": "right", "yanchor": "top"},
+    )
     fig.update_xaxes(dtick=1)
     return style(fig, title=f"{_METRIC_TITLES[metric].split(' [')[0]} by layer")
