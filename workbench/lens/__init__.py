@@ -41,7 +41,8 @@ from workbench.lens.core import LensError
 from workbench.lens.figures import compare_figure
 from workbench.lens.readouts import last_block_lens, logit_lens
 from workbench.lens.results import LensResult
-from workbench.lens.tuned import TunedLens, TunedLensTraining, tuned_lens
+from workbench.lens.training import TunedLensTraining
+from workbench.lens.tuned import TunedLens, tuned_lens
 
 __all__ = [
     "LensError",
