@@ -30,7 +30,7 @@ class TunedLensTraining:
         lr: Learning rate. For ``"sgd"`` in the momentum-corrected scale (the optimizer gets
             ``lr * (1 - momentum)``, so 1.0 is the paper's default); for ``"adam"`` as given.
         momentum: SGD momentum (Nesterov), or Adam's beta1.
-        weight_decay: Decoupled from nothing: plain L2 towards the identity translator.
+        weight_decay: L2 penalty on the translators (it pulls them towards the identity).
         optimizer: ``"sgd"`` (the paper's) or ``"adam"``.
         seed: Seed of the row order.
         clip: Gradient norm clip.
