@@ -223,19 +223,6 @@ def test_tuned_lens_beats_the_logit_lens_on_held_out_text(small, small_tuned):
     assert curves["train_kl_last"][0] < curves["train_kl_first"][0]
 
 
-@pytest.mark.slow
-def test_tuned_lens_beats_the_logit_lens_on_the_default_tiny_lm(workbench_home):
-    """The real default tiny-lm (trained into the test's home first: minutes). Measured: the
-    tuned lens's held-out KL is 0.13-0.17 of the logit lens's at layers 0-2."""
-    subject = load_model("tiny-lm", device="cpu")
-    lens = TunedLens.train(subject, "builtin:pydoc", n_texts=400, max_length=128, progress=False)
-    held = read_texts("builtin:pydoc")[500:600]
-    logit = logit_lens(subject, held, max_length=128).kl_by_layer()
-    tuned = lens.apply(subject, held, max_length=128).kl_by_layer()
-    assert (tuned[:-1] < 0.5 * logit[:-1]).all(), (tuned, logit)
-    assert logit[0] > logit[1] > logit[2] > logit[3] == pytest.approx(0.0, abs=1e-6)
-
-
 def test_tuned_lens_training_is_deterministic(decoders):
     subject = decoders["gpt_neox"]
     kw = dict(steps=15, batch_tokens=16, progress=False, seed=3)

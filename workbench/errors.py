@@ -46,3 +46,7 @@ class ConfigError(WorkbenchError):
 
 class InterventionError(WorkbenchError):
     """An edit that cannot apply: wrong width, a source from another run, a site it cannot take."""
+
+
+class LensError(WorkbenchError):
+    """A lens on a model without an unembedding, a bad target or position, or a foreign lens."""

@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from workbench.errors import WorkbenchError
+from workbench.errors import LensError
 from workbench.models.subject import Subject
 from workbench.sites import Site
 
@@ -26,11 +26,6 @@ PositionSpec = str | int | Sequence[int]
 
 CHUNK_ELEMENTS = 2**24
 """Logits processed at once (rows x vocabulary), which bounds the memory of the statistics."""
-
-
-class LensError(WorkbenchError):
-    """A lens asked of a model that has no unembedding, a bad target or position, or a saved
-    tuned lens that belongs to another model."""
 
 
 @dataclass(frozen=True)
