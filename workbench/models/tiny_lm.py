@@ -14,18 +14,12 @@ renamed into place only when complete, so an interrupted run leaves nothing behi
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import shutil
-import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from workbench.errors import ConfigError
 
@@ -78,10 +72,9 @@ class TinyLMConfig:
 
 def checkpoint_steps(steps: int) -> list[int]:
     """Log-spaced checkpoint steps: 0, then 10, 20, 50, 100, ... below ``steps``, then ``steps``."""
-    out = [0]
-    for decade in range(1, int(math.log10(max(steps, 1))) + 2):
-        out += [m * 10**decade for m in (1, 2, 5)]
-    return sorted({s for s in out if 0 <= s < steps} | {steps})
+    from workbench.train import log_steps
+
+    return list(log_steps(steps))
 
 
 def corpus() -> list[str]:
@@ -127,7 +120,7 @@ def ensure_tiny_lm(config: TinyLMConfig | None = None) -> Path:
 def train_tiny_lm(
     config: TinyLMConfig | None = None, *, out: str | Path, progress: bool = True
 ) -> Path:
-    """Trains the embedded causal LM and saves its checkpoints.
+    """Trains the embedded causal LM with :func:`workbench.train.train` and saves its checkpoints.
 
     Args:
         config: Hyperparameters; the defaults train in two to three minutes on two CPU cores.
@@ -141,79 +134,71 @@ def train_tiny_lm(
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from workbench.train import TrainConfig, train
+
     config = config or TinyLMConfig()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    started = time.time()
     texts = corpus()
     tokenizer = train_tokenizer(texts, config.vocab_size)
     ids = [i for text in texts for i in [*tokenizer(text)["input_ids"], tokenizer.eos_token_id]]
     stream = torch.tensor(ids, dtype=torch.long)
     split = int(len(stream) * 0.95)
-    train, val = stream[:split], stream[split:]
+    train_ids, val = stream[:split], stream[split:]
 
-    torch.manual_seed(config.seed)
-    model = GPT2LMHeadModel(
-        GPT2Config(
-            vocab_size=len(tokenizer),
-            n_positions=config.seq_len,
-            n_embd=config.d_model,
-            n_layer=config.n_layers,
-            n_head=config.n_heads,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=tokenizer.eos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.eos_token_id,
-        )
-    )
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, config))
-    gen = torch.Generator().manual_seed(config.seed)
-    save_at = set(checkpoint_steps(config.steps))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    record: dict = {"config": asdict(config), "n_train_tokens": len(train), "checkpoints": []}
-    try:
-        for step in tqdm(range(config.steps + 1), desc="train tiny-lm", disable=not progress):
-            if step in save_at:
-                model.eval()
-                entry = {
-                    "step": step,
-                    "revision": f"step-{step}",
-                    "val_loss": _eval(model, val, config),
-                }
-                record["checkpoints"].append(entry)
-                model.save_pretrained(tmp / f"step-{step}")
-                tokenizer.save_pretrained(tmp / f"step-{step}")
-                model.train()
-            if step == config.steps:
-                break
-            starts = torch.randint(
-                0, len(train) - config.seq_len - 1, (config.batch_size,), generator=gen
+    def build() -> torch.nn.Module:
+        return GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=len(tokenizer),
+                n_positions=config.seq_len,
+                n_embd=config.d_model,
+                n_layer=config.n_layers,
+                n_head=config.n_heads,
+                resid_pdrop=0.0,
+                embd_pdrop=0.0,
+                attn_pdrop=0.0,
+                bos_token_id=tokenizer.eos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.eos_token_id,
             )
-            batch = torch.stack([train[s : s + config.seq_len] for s in starts.tolist()])
-            loss = model(input_ids=batch, labels=batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-        record["seconds"] = round(time.time() - started, 1)
-        (tmp / "training.json").write_text(json.dumps(record, indent=2))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+        )
+
+    def windows(step: int, generator: torch.Generator) -> torch.Tensor:
+        starts = torch.randint(
+            0, len(train_ids) - config.seq_len - 1, (config.batch_size,), generator=generator
+        )
+        return torch.stack([train_ids[s : s + config.seq_len] for s in starts.tolist()])
+
+    def save(model: torch.nn.Module, folder: Path, record: dict) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    schedule = TrainConfig(
+        steps=config.steps,
+        lr=config.lr,
+        weight_decay=0.01,
+        betas=(0.9, 0.95),
+        warmup=config.warmup,
+        min_lr_ratio=0.1,
+        grad_clip=1.0,
+        seed=config.seed,
+        checkpoints=checkpoint_steps(config.steps),
+    )
+    result = train(
+        build,
+        schedule,
+        loss_fn=_lm_loss,
+        sample=windows,
+        evaluate=lambda model: {"val_loss": _eval(model, val, config)},
+        out=out,
+        save=save,
+        record={"config": asdict(config), "n_train_tokens": len(train_ids)},
+        progress=progress,
+        desc="train tiny-lm",
+    )
+    return result.out
 
 
-def _lr_factor(step: int, config: TinyLMConfig) -> float:
-    if step < config.warmup:
-        return (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+def _lm_loss(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, labels=ids).loss
 
 
 @torch.no_grad()
