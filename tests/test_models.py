@@ -50,6 +50,14 @@ def test_checkpoint_steps_are_log_spaced():
     assert checkpoint_steps(30) == [0, 10, 20, 30]
 
 
+def test_default_tiny_lm_is_trained_enough_and_not_confused_with_v1():
+    default = TinyLMConfig()
+    assert default.steps * default.batch_size * default.seq_len >= 2_000_000  # tokens seen
+    assert checkpoint_steps(default.steps)[:4] == [0, 10, 20, 50]  # early dynamics resolved
+    assert default.tag == "v2-default"  # the v1 cache (0.5M tokens) is never reused
+    assert TinyLMConfig(steps=500, batch_size=8).tag == "v2-batch_size8"
+
+
 SMALL = TinyLMConfig(**SMALL_TINY_LM)
 
 
