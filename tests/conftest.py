@@ -56,6 +56,46 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return train_tiny_lm(TinyLMConfig(**tinymodels.SMALL_TINY_LM), out=out, progress=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_default_tiny_lm_training():
+    """Fails a test that would train the full default tiny-lm (minutes of CPU).
+
+    A test that needs the name ``tiny-lm`` takes the ``tiny_lm_home`` fixture instead: the
+    session's one small tiny-lm, found under the default name through ``WORKBENCH_HOME``.
+    """
+    from workbench.models import tiny_lm
+
+    real = tiny_lm.train_tiny_lm
+
+    def guarded(config=None, **kwargs):
+        if (config or tiny_lm.TinyLMConfig()) == tiny_lm.TinyLMConfig():
+            pytest.fail("a test tried to train the full default tiny-lm; use tiny_lm_home")
+        return real(config, **kwargs)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(tiny_lm, "train_tiny_lm", guarded)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def _tiny_lm_home_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from workbench.models.tiny_lm import TinyLMConfig
+
+    home = tmp_path_factory.mktemp("tiny-lm-home")
+    target = home / "tiny-lm" / TinyLMConfig().tag
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tiny_lm_dir, target_is_directory=True)
+    return home
+
+
+@pytest.fixture
+def tiny_lm_home(_tiny_lm_home_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``WORKBENCH_HOME`` where the name ``tiny-lm`` is the session's small tiny-lm."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(_tiny_lm_home_dir))
+    return _tiny_lm_home_dir
+
+
 @pytest.fixture(scope="session")
 def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A session-wide WORKBENCH_HOME so that tests never touch the user's cache."""

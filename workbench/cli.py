@@ -52,7 +52,9 @@ def _add_capture(sub: argparse._SubParsersAction) -> None:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train an embedded model (tiny-lm) with checkpoints")
     p.add_argument("name", choices=["tiny-lm"])
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default 500)")
+    p.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps (default: the default tiny-lm's)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="folder (default: the cache load_model uses)")
 
@@ -160,7 +162,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """`workbench train tiny-lm`: train the embedded causal LM with checkpoints."""
     from workbench.models.tiny_lm import TinyLMConfig, default_path, train_tiny_lm
 
-    config = TinyLMConfig(**({"steps": args.steps} if args.steps else {}), seed=args.seed)
+    config = TinyLMConfig(**({} if args.steps is None else {"steps": args.steps}), seed=args.seed)
     out = train_tiny_lm(config, out=args.out or default_path(config))
     sys.stdout.write(f"{out}\n")
     return 0
