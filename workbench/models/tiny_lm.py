@@ -75,8 +75,11 @@ class TinyLMConfig:
 
     @property
     def tag(self) -> str:
-        """Folder name identifying this configuration in the cache (``v2-default``, or ``v2-``
-        followed by the fields that differ from the default, such as ``v2-steps2000``)."""
+        """Folder name of this configuration in the cache.
+
+        ``v2-default``, or ``v2-`` followed by the fields that differ from the default, such as
+        ``v2-steps2000``.
+        """
         default = TinyLMConfig()
         changed = [f"{k}{v}" for k, v in asdict(self).items() if v != getattr(default, k)]
         return "-".join([CACHE_VERSION, *changed]) if changed else f"{CACHE_VERSION}-default"

@@ -13,8 +13,7 @@ from workbench.errors import ConfigError
 def log_steps(
     steps: int, *, first: int = 10, mantissas: Sequence[int] = (1, 2, 5)
 ) -> tuple[int, ...]:
-    """Log-spaced checkpoint steps: ``0``, then ``first``-and-up ``m * 10**k`` below ``steps``, then
-    ``steps``.
+    """Log-spaced checkpoint steps: 0, then ``m * 10**k`` from ``first`` below ``steps``, then it.
 
     ``log_steps(500) == (0, 10, 20, 50, 100, 200, 500)``; step 0 is the initialization.
 
