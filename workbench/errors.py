@@ -42,3 +42,10 @@ class StoreMismatchError(StoreError):
 
 class ConfigError(WorkbenchError):
     """A configuration value outside what is accepted."""
+
+
+class ProbeError(WorkbenchError, ValueError):
+    """Bad input to a probe or a probe sweep: mismatched labels, a single class, bad options.
+
+    Also a ``ValueError``, as scikit-learn's estimator contract expects of ``fit``.
+    """
