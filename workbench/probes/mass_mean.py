@@ -115,7 +115,7 @@ class MassMeanProbe(LinearScores, ClassifierMixin, BaseEstimator):
         classes, codes = np.unique(y, return_inverse=True)
         _data.check_classes(classes)
         moments = ClassMoments(len(classes), X.shape[1])
-        moments.update(torch.from_numpy(np.asarray(X, dtype=np.float64)), torch.from_numpy(codes))
+        moments.update(torch.tensor(X, dtype=torch.float64), torch.from_numpy(codes))
         self._set(classes, moments)
         return self
 

@@ -25,6 +25,17 @@ SUMMARY_COLUMNS = (
     "selectivity_hi",
 )
 CONFIDENCE = 0.95
+_DTYPES = {
+    "site": str,
+    "layer": "Int64",
+    "seed": "int64",
+    "fold": "int64",
+    "task": str,
+    "accuracy": "float64",
+    "n_train": "int64",
+    "n_test": "int64",
+    "n_iter": "int64",
+}
 
 
 def site_layer(site: str) -> int | None:
@@ -79,6 +90,8 @@ class ProbeSweepResult:
         missing = [c for c in COLUMNS if c not in self.scores.columns]
         if missing:
             raise ValueError(f"scores lacks columns {missing}")
+        canonical = self.scores[list(COLUMNS)].reset_index(drop=True).astype(_DTYPES)
+        object.__setattr__(self, "scores", canonical)
         tasks = 2 if self.control is not None else 1
         expected = len(self.sites) * self.seeds * self.cv * tasks
         if len(self.scores) != expected:
@@ -128,7 +141,7 @@ class ProbeSweepResult:
         return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: settings, the per-site summary as lists, and every score row."""
+        """JSON-ready: the settings, ``summary`` (:meth:`summary` as lists) and ``scores``."""
         summary = self.summary()
         out: dict[str, Any] = {
             "probe": self.probe,
@@ -141,8 +154,7 @@ class ProbeSweepResult:
             "labels": self.labels,
             "params": dict(self.params),
         }
-        for col in SUMMARY_COLUMNS:
-            out[col] = [_jsonable(v) for v in summary[col]]
+        out["summary"] = {c: [_jsonable(v) for v in summary[c]] for c in SUMMARY_COLUMNS}
         out["scores"] = {c: [_jsonable(v) for v in self.scores[c]] for c in COLUMNS}
         return out
 
@@ -150,7 +162,6 @@ class ProbeSweepResult:
     def from_dict(cls, data: dict[str, Any]) -> ProbeSweepResult:
         """Rebuilds a result from :meth:`to_dict`."""
         scores = pd.DataFrame({c: data["scores"][c] for c in COLUMNS})
-        scores["layer"] = scores["layer"].astype("Int64")
         return cls(
             scores=scores,
             **{

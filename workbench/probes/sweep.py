@@ -241,7 +241,6 @@ def probe_sweep(
                         (site, site_layer(site), s, f, task, acc, len(x) - n_test, n_test, n_iter)
                     )
     scores = pd.DataFrame.from_records(records, columns=list(COLUMNS))
-    scores["layer"] = scores["layer"].astype("Int64")
     return ProbeSweepResult(
         scores=scores,
         probe=runner.name,
