@@ -50,3 +50,10 @@ class InterventionError(WorkbenchError):
 
 class LensError(WorkbenchError):
     """A lens on a model without an unembedding, a bad target or position, or a foreign lens."""
+
+
+class ProbeError(WorkbenchError, ValueError):
+    """Bad input to a probe or a probe sweep: mismatched labels, a single class, bad options.
+
+    Also a ``ValueError``, as scikit-learn's estimator contract expects of ``fit``.
+    """
