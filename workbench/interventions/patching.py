@@ -26,6 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from workbench.arrays import frozen
 from workbench.errors import InterventionError
 from workbench.hooking import read_hooks
 from workbench.inputs import tokenize
@@ -126,8 +127,7 @@ class PatchingResult:
     metric: str = ""
 
     def __post_init__(self) -> None:
-        scores = np.array(self.scores, dtype=np.float64)
-        scores.flags.writeable = False
+        scores = frozen(self.scores)
         object.__setattr__(self, "scores", scores)
         shape = (len(self.sites), len(self.positions))
         if scores.shape != shape:
