@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.analyses.base import save_study
 from workbench.analyses.readouts import collect
 from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, ReadoutsResult, SteeringResult
@@ -122,16 +123,12 @@ def save(
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json`` (metrics, parameters, figures, model and revision)."""
-    from workbench.runner.results import save_results
-
-    return save_results(
+    return save_study(
+        ANALYSIS,
+        config,
+        metrics(result),
         out_dir,
-        analysis=ANALYSIS,
-        params=config.to_params(),
-        metrics=metrics(result),
-        figures=list(figures),
-        model=config.model,
+        figures,
         revision=result.revision,
-        seed=config.seed,
-        notes=list(result.notes),
+        notes=result.notes,
     )
