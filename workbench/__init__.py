@@ -18,7 +18,7 @@ from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
     from workbench import geometry
-    from workbench.capture import Activations, capture
+    from workbench.capturing import Activations, capture
     from workbench.models import Subject, load_model
     from workbench.store import ActivationStore
 
@@ -26,9 +26,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "ActivationStore": "workbench.store",
-    "Activations": "workbench.capture",
+    "Activations": "workbench.capturing",
     "Subject": "workbench.models",
-    "capture": "workbench.capture",
+    "capture": "workbench.capturing",
     "load_model": "workbench.models",
 }
 _LAZY_MODULES = ("geometry",)

@@ -244,7 +244,7 @@ def activation_patching(
         subject: A causal LM (its output has ``logits``).
         clean: The clean prompt: a text or its token ids.
         corrupt: The corrupt prompt, with as many tokens as ``clean``.
-        sites: Site kinds or names, as for :func:`~workbench.capture` (``"resid_post"``:
+        sites: Site kinds or names, as for :func:`~workbench.capturing` (``"resid_post"``:
             every layer).
         metric: ``metric(logits) -> (batch,)`` on ``(batch, pos, vocab)`` logits. Default: the
             log-probability, at the last position, of the clean run's top next token

@@ -14,7 +14,7 @@ import torch
 from workbench.analyses.readouts import compute
 from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, SteeringResult
-from workbench.capture import Activations, capture
+from workbench.capturing import Activations, capture
 from workbench.errors import ConfigError
 from workbench.inputs import read_texts
 from workbench.interventions import add, intervene, steering_vector
