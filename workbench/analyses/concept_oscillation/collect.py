@@ -148,16 +148,53 @@ def answer_tokens(tokenizer: Any, cases: Sequence[ConflictCase]) -> tuple[np.nda
     return y[:, 0], y[:, 1]
 
 
-def usable_cases(tokenizer: Any, cases: CaseSet) -> tuple[CaseSet, list[str]]:
-    """Drops the cases whose two answers start with the same token (they cannot be told apart).
+def context_length(model_config: Any) -> int | None:
+    """The longest input a model takes (``n_positions`` or ``max_position_embeddings``)."""
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(model_config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_lengths(tokenizer: Any, cases: CaseSet, context: int | None) -> None:
+    """Checks that every two-source prompt fits the model's context (none is cut silently).
+
+    Raises:
+        CasesError: The first case whose prompt is longer than ``context`` tokens.
+    """
+    if context is None:
+        return
+    for case in (*cases.conflicts, *cases.controls):
+        n = len(tokenizer(prompt(case, "both"), add_special_tokens=True)["input_ids"])
+        if n > context:
+            raise CasesError(
+                f"case {case.id!r}: its two-source prompt has {n} tokens; the model takes at "
+                f"most {context}. Shorten its sources or question"
+            )
+
+
+def usable_cases(
+    tokenizer: Any, cases: CaseSet, context: int | None = None
+) -> tuple[CaseSet, list[str]]:
+    """Checks the cases against a tokenizer; drops those whose answers start alike.
+
+    Two answers that start with the same token cannot be told apart by the study, so such cases
+    are dropped (with a note).
+
+    Args:
+        tokenizer: The model's tokenizer.
+        cases: The cases.
+        context: The model's context length (every prompt must fit), or ``None``.
 
     Returns:
         The remaining cases and a note per kind of case dropped.
 
     Raises:
-        CasesError: An answer that tokenizes to nothing, or fewer than the bootstrap's minimum
-            of conflicts left.
+        CasesError: An answer that tokenizes to nothing, a prompt longer than the context, or
+            fewer than the bootstrap's minimum of conflicts left.
     """
+    check_lengths(tokenizer, cases, context)
     notes = []
     kept: dict[str, list[ConflictCase]] = {}
     for kind, group in (("conflict", cases.conflicts), ("control", cases.controls)):
@@ -179,17 +216,19 @@ def usable_cases(tokenizer: Any, cases: CaseSet) -> tuple[CaseSet, list[str]]:
     return out, notes
 
 
-def model_tokenizer(model: str) -> Any | None:
-    """The tokenizer of a folder or a locally cached hub model, read without the weights.
+def model_tokenizer(model: str) -> tuple[Any | None, int | None]:
+    """The tokenizer and context length of a folder or a cached hub model, without the weights.
 
-    Returns ``None`` when it cannot be read that way (the loaded model's is used then).
+    Returns ``(None, None)`` when they cannot be read that way (the loaded model's are used).
     """
     try:
         import transformers
 
-        return transformers.AutoTokenizer.from_pretrained(model, local_files_only=True)
-    except Exception:
-        return None
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model, local_files_only=True)
+        config = transformers.AutoConfig.from_pretrained(model, local_files_only=True)
+    except Exception:  # anything unreadable here is reported by load_model later
+        return None, None
+    return tokenizer, context_length(config)
 
 
 Encode = Callable[[ConflictCase, str], dict[str, torch.Tensor]]
@@ -290,6 +329,12 @@ def readout(
     norm, unembed = lens_sites(subject)
     encode = processor_encoder(subject) if any(c.image for c in cases) else None
     layers = list(range(subject.n_layers))
+    if not cases:
+        none, grid = np.zeros(0), np.zeros((len(layers), 0))
+        empty = {"ids": (), "layers": np.asarray(layers), "y_a": y_a, "y_b": y_b, "token_a": (),
+                 "token_b": (), "h_a": none, "h_b": none, "top1": y_a, "lens_top1": grid,
+                 "lens_diff": grid}  # fmt: skip
+        return empty, {layer: np.zeros((0, subject.d_model)) for layer in layers}
     entropies = {}
     for condition in ("a", "b"):
         logits = last_position(subject, cases, condition, [unembed.name], batch_size, encode)

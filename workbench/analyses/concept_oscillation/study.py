@@ -92,9 +92,9 @@ def precheck(config: ConceptOscillationConfig, cases: CaseSet) -> None:
     if config.is_toy:
         return
     collect.precheck(config.model)
-    tokenizer = collect.model_tokenizer(config.model)
+    tokenizer, context = collect.model_tokenizer(config.model)
     if tokenizer is not None:
-        collect.usable_cases(tokenizer, cases)
+        collect.usable_cases(tokenizer, cases, context)
 
 
 TOY_IGNORES = ("model", "cases", "n_cases", "lens", "n_bootstrap")
@@ -142,7 +142,8 @@ def toy_model(
 def readouts(config: ConceptOscillationConfig, model: str, cases: CaseSet) -> CaseRun:
     """Loads the model once and reads out the conflicts and the controls (and fits the probe)."""
     with collect.loaded(model, config.device) as subject:
-        cases, notes = collect.usable_cases(subject.tokenizer, cases)
+        context = collect.context_length(subject.model.config)
+        cases, notes = collect.usable_cases(subject.tokenizer, cases, context)
         lens = None
         if config.lens == "tuned":
             lens = collect.train_lens(subject, cases, config.seed, config.batch_size)
