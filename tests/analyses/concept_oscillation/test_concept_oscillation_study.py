@@ -59,7 +59,9 @@ def test_a_rerun_from_the_cache_trains_and_loads_nothing(toy_study, toy_config, 
     again = co.run(toy_config, cache_dir=cache, progress=False)
     assert again.to_dict() == result.to_dict()
     # another bootstrap size reuses the readouts; another lens needs the model again
-    assert co.run(replace(toy_config, n_bootstrap=300), cache_dir=cache).run == again.run
+    other = co.run(replace(toy_config, n_bootstrap=300), cache_dir=cache, progress=False)
+    assert other.run.to_dict() == again.run.to_dict()
+    assert other.follow.n_bootstrap == 300
     with pytest.raises(AssertionError, match="recomputed"):
         co.run(replace(toy_config, lens="tuned"), cache_dir=cache, progress=False)
 
@@ -87,7 +89,9 @@ def test_the_lens_readout_equals_workbench_lens(toy_study, tmp_path):
     np.testing.assert_allclose(fields["h_a"], result.run.conflicts.h_a[:12], rtol=1e-5)
     lens = TunedLens.train(subject, texts, steps=5, progress=False)
     tuned, _ = collect.readout(subject, cases.conflicts, lens, batch_size=5)
-    np.testing.assert_array_equal(tuned["lens_top1"], lens.apply(subject, texts, positions="last", top_k=1).top_ids[:, :, 0])
+    np.testing.assert_array_equal(
+        tuned["lens_top1"], lens.apply(subject, texts, positions="last", top_k=1).top_ids[:, :, 0]
+    )
     # the last layer's lens is the model's own output
     np.testing.assert_array_equal(fields["lens_top1"][-1], fields["top1"])
     with torch.inference_mode():
@@ -118,7 +122,7 @@ def test_a_random_init_causal_lm_runs_on_a_users_cases(tiny_dir, tmp_path):
     result = co.run(config, progress=False)
     m = co.metrics(result)
     # the tiny tokenizer has no merges: "sun" and "sky" both start with "s"
-    assert m["n_conflicts"] == 12 and m["n_controls"] == 12  # derived controls
+    assert m["n_conflicts"] == 12 and m["n_controls"] == 13  # derived from all 13
     assert any("same token" in note and "sun-sky" in note for note in result.notes)
     assert result.run.conflicts.lens_top1.shape == (3, 12)
     assert result.run.controls.ids[0].startswith("control-")
@@ -165,7 +169,7 @@ def test_bad_cases_fail_before_any_model_loads(tmp_path, monkeypatch):
     path.write_text('{"source_a": "x", "question": "q", "answer_a": "a", "answer_b": "b"}\n')
     for model in ("toy", "some/model"):
         config = co.ConceptOscillationConfig(model=model, cases=str(path), device="cpu")
-        with pytest.raises(co.CasesError, match="bad.jsonl line 1: missing field 'source_b'"):
+        with pytest.raises(co.CasesError, match=r"bad\.jsonl line 1: missing field 'source_b'"):
             co.run(config, progress=False)
 
 

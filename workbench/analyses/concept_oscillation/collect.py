@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from workbench import capture
 from workbench.analyses.concept_oscillation.cases import (
     BUILTIN,
     MIN_CASES,
@@ -39,7 +40,6 @@ from workbench.analyses.concept_oscillation.cases import (
     split_cases,
 )
 from workbench.analyses.concept_oscillation.config import ConceptOscillationConfig
-from workbench.capture import capture
 from workbench.errors import LensError, ModelNotFoundError
 from workbench.hooking import read_hooks
 from workbench.lens import TunedLens

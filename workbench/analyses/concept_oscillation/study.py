@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.analyses.base import save_study
 from workbench.analyses.concept_oscillation import collect, compute
 from workbench.analyses.concept_oscillation.cases import CaseSet
 from workbench.analyses.concept_oscillation.config import ConceptOscillationConfig
@@ -99,6 +100,8 @@ def precheck(config: ConceptOscillationConfig, cases: CaseSet) -> None:
 
 TOY_IGNORES = ("model", "cases", "n_cases", "lens", "n_bootstrap")
 """Fields that do not change the trained toy (its cache key leaves them out)."""
+READOUT_IGNORES = ("n_bootstrap",)
+"""Fields that do not change the model's readouts (the bootstrap is recomputed from them)."""
 
 
 @contextlib.contextmanager
@@ -112,7 +115,10 @@ def _scratch(cache_dir: str | os.PathLike[str] | None) -> Iterator[Path | None]:
 
 
 def toy_model(
-    config: ConceptOscillationConfig, cache: UnitCache, scratch: Path | None = None
+    config: ConceptOscillationConfig,
+    cache: UnitCache,
+    scratch: Path | None = None,
+    progress: bool = True,
 ) -> tuple[str, dict[str, Any]]:
     """The trained toy's folder and training summary, trained once per seed and step count.
 
@@ -120,6 +126,7 @@ def toy_model(
         config: The study's parameters (``seed``, ``toy_steps``, ``device``).
         cache: The toy's cache (its folder holds the model next to the ``toy`` record).
         scratch: Where to train without a cache.
+        progress: Show the training's progress bar.
     """
     from workbench.analyses.concept_oscillation.train_toy import train_toy
 
@@ -133,7 +140,14 @@ def toy_model(
         return str(folder), record
     base.mkdir(parents=True, exist_ok=True)
     device = "cpu" if config.device == "auto" else config.device
-    _, summary = train_toy(SPEC, folder, steps=config.toy_steps, seed=config.seed, device=device)
+    _, summary = train_toy(
+        SPEC,
+        folder,
+        steps=config.toy_steps,
+        seed=config.seed,
+        device=device,
+        progress=progress,
+    )
     cache.save("toy", summary)
     cache.misses.append("toy")
     return str(folder), summary
@@ -171,7 +185,7 @@ def run(
     """
     cases = cases_for(config)
     precheck(config, cases)
-    cache = UnitCache(cache_dir, config.key())
+    cache = UnitCache(cache_dir, config.key(*READOUT_IGNORES))
     toy_cache = UnitCache(cache_dir, "toy-" + config.key(*TOY_IGNORES))
     training: dict[str, Any] | None = None
 
@@ -179,7 +193,7 @@ def run(
         nonlocal training
         model = config.model
         if config.is_toy:
-            model, training = toy_model(config, toy_cache, scratch)
+            model, training = toy_model(config, toy_cache, scratch, progress)
         return readouts(config, model, cases)
 
     with _scratch(cache_dir) as scratch:
@@ -239,17 +253,5 @@ def save(
     out_dir: str | os.PathLike[str],
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
-    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model)."""
-    from workbench.runner.results import save_results
-
-    return save_results(
-        out_dir,
-        analysis=ANALYSIS,
-        params=config.to_params(),
-        metrics=metrics(result),
-        figures=list(figures),
-        model=config.model,
-        revision=None,
-        seed=config.seed,
-        notes=list(result.notes),
-    )
+    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model, notes)."""
+    return save_study(ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes)
