@@ -49,8 +49,9 @@ Our operationalization:
   processor (untested: no vision-language model can be downloaded here).
 
 Layout (every study has the same rooms): :mod:`.config`, :mod:`.cases` (the case format),
-:mod:`.toy` (the task), :mod:`.compute` (pure), :mod:`.results`, :mod:`.figures`,
-:mod:`.train_toy` and :mod:`.collect` (the only places that train or load models), :mod:`.study`.
+:mod:`.toy` (the task), :mod:`.compute` (pure), :mod:`.readout` (what a model gives),
+:mod:`.results`, :mod:`.figures`, :mod:`.train_toy` and :mod:`.collect` (the only places that
+train or load models), :mod:`.study`.
 
 Example::
 

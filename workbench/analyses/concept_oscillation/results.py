@@ -12,6 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.analyses.concept_oscillation.readout import (
+    CaseRun,
+    ProbeCurve,
+    Readout,
+    check_shape,
+    optional_float,
+)
 from workbench.arrays import frozen
 from workbench.errors import InputError
 
@@ -21,231 +28,16 @@ if TYPE_CHECKING:
 FIGURES = ("follow_curve", "oscillations", "logit_diff_heatmap", "probe_accuracy")
 """Every figure kind of :meth:`ConceptOscillationResult.figure`, in notebook order."""
 
-
-def _shape(name: str, a: np.ndarray, shape: tuple[int, ...]) -> None:
-    if a.shape != shape:
-        raise InputError(f"{name} has shape {a.shape}, expected {shape}")
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-@dataclass(frozen=True)
-class Readout:
-    """What the model did on one set of cases (the conflicts, or the controls).
-
-    Attributes:
-        ids: Case ids.
-        layers: ``(n_layers,)`` the ``resid_post`` layers read through the lens.
-        y_a: ``(n,)`` token id of answer A (its first token).
-        y_b: ``(n,)`` token id of answer B.
-        token_a: ``(n,)`` those tokens as text.
-        token_b: ``(n,)``.
-        h_a: ``(n,)`` entropy (nats) of the next-token distribution with source A alone.
-        h_b: ``(n,)`` the same with source B alone.
-        top1: ``(n,)`` the model's answer (top-1 token) with both sources.
-        lens_top1: ``(n_layers, n)`` top-1 token at each layer through the lens, both sources.
-        lens_diff: ``(n_layers, n)`` lens ``logit(Y_a) - logit(Y_b)`` at each layer.
-    """
-
-    ids: tuple[str, ...]
-    layers: np.ndarray
-    y_a: np.ndarray
-    y_b: np.ndarray
-    token_a: tuple[str, ...]
-    token_b: tuple[str, ...]
-    h_a: np.ndarray
-    h_b: np.ndarray
-    top1: np.ndarray
-    lens_top1: np.ndarray = field(repr=False)
-    lens_diff: np.ndarray = field(repr=False)
-
-    def __post_init__(self) -> None:
-        sets = object.__setattr__
-        for name in ("ids", "token_a", "token_b"):
-            sets(self, name, tuple(str(v) for v in getattr(self, name)))
-        for name in ("layers", "y_a", "y_b", "top1", "lens_top1"):
-            sets(self, name, frozen(getattr(self, name), np.int64))
-        for name in ("h_a", "h_b", "lens_diff"):
-            sets(self, name, frozen(getattr(self, name), np.float64))
-        n, n_layers = len(self.ids), len(self.layers)
-        for name in ("y_a", "y_b", "h_a", "h_b", "top1"):
-            _shape(name, getattr(self, name), (n,))
-        for name in ("token_a", "token_b"):
-            if len(getattr(self, name)) != n:
-                raise InputError(f"{name} has {len(getattr(self, name))} entries for {n} cases")
-        for name in ("lens_top1", "lens_diff"):
-            _shape(name, getattr(self, name), (n_layers, n))
-
-    @property
-    def n(self) -> int:
-        """Number of cases."""
-        return len(self.ids)
-
-    @property
-    def follow_a(self) -> np.ndarray:
-        """Whether the answer with both sources is ``Y_a``."""
-        return self.top1 == self.y_a
-
-    @property
-    def follow_b(self) -> np.ndarray:
-        """Whether it is ``Y_b``."""
-        return self.top1 == self.y_b
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "ids": list(self.ids),
-            "layers": self.layers.tolist(),
-            "y_a": self.y_a.tolist(),
-            "y_b": self.y_b.tolist(),
-            "token_a": list(self.token_a),
-            "token_b": list(self.token_b),
-            "h_a": self.h_a.tolist(),
-            "h_b": self.h_b.tolist(),
-            "top1": self.top1.tolist(),
-            "lens_top1": self.lens_top1.tolist(),
-            "lens_diff": self.lens_diff.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Readout:
-        """Inverse of :meth:`to_dict`."""
-        n_layers = len(data["layers"])
-        n = len(data["ids"])
-
-        def grid(key: str) -> np.ndarray:
-            return np.asarray(data[key], dtype=np.float64).reshape(n_layers, n)
-
-        return cls(
-            tuple(data["ids"]),
-            np.asarray(data["layers"]),
-            np.asarray(data["y_a"]),
-            np.asarray(data["y_b"]),
-            tuple(data["token_a"]),
-            tuple(data["token_b"]),
-            np.asarray(data["h_a"]),
-            np.asarray(data["h_b"]),
-            np.asarray(data["top1"]),
-            grid("lens_top1"),
-            grid("lens_diff"),
-        )
-
-
-@dataclass(frozen=True)
-class ProbeCurve:
-    """Per-layer probe accuracy for "which source will win" (A or B), cross-validated.
-
-    Attributes:
-        layers: ``(n_layers,)`` probed ``resid_post`` layers.
-        accuracy: ``(n_layers,)`` mean held-out accuracy.
-        accuracy_lo: ``(n_layers,)`` lower end of its 95% interval (over seeds).
-        accuracy_hi: ``(n_layers,)`` upper end.
-        control: ``(n_layers,)`` accuracy of the same probe on shuffled labels.
-        chance: Majority-class rate.
-        n_cases: Cases probed (those answering ``Y_a`` or ``Y_b``).
-    """
-
-    layers: np.ndarray
-    accuracy: np.ndarray
-    accuracy_lo: np.ndarray
-    accuracy_hi: np.ndarray
-    control: np.ndarray
-    chance: float
-    n_cases: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "layers", frozen(self.layers, np.int64))
-        for name in ("accuracy", "accuracy_lo", "accuracy_hi", "control"):
-            object.__setattr__(self, name, frozen(getattr(self, name), np.float64))
-            _shape(name, getattr(self, name), self.layers.shape)
-
-    @property
-    def best_layer(self) -> int:
-        """The layer of highest accuracy (the first one on ties)."""
-        return int(self.layers[int(np.nanargmax(self.accuracy))])
-
-    @property
-    def best_accuracy(self) -> float:
-        """That accuracy."""
-        return float(np.nanmax(self.accuracy))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "layers": self.layers.tolist(),
-            "accuracy": self.accuracy.tolist(),
-            "accuracy_lo": self.accuracy_lo.tolist(),
-            "accuracy_hi": self.accuracy_hi.tolist(),
-            "control": self.control.tolist(),
-            "chance": self.chance,
-            "n_cases": self.n_cases,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProbeCurve:
-        """Inverse of :meth:`to_dict` (``None`` entries read back as NaN)."""
-
-        def arr(key: str) -> np.ndarray:
-            return np.array([np.nan if v is None else v for v in data[key]], dtype=np.float64)
-
-        return cls(
-            np.asarray(data["layers"]),
-            arr("accuracy"),
-            arr("accuracy_lo"),
-            arr("accuracy_hi"),
-            arr("control"),
-            float(data["chance"]),
-            int(data["n_cases"]),
-        )
-
-
-@dataclass(frozen=True)
-class CaseRun:
-    """One model's readouts on a case set, with the probe: the study's cached unit.
-
-    Attributes:
-        model: The model.
-        lens: ``"logit"`` or ``"tuned"``.
-        conflicts: Readout of the conflict cases.
-        controls: Readout of the control cases.
-        probe: Per-layer probe, or ``None`` when too few cases follow each source.
-        notes: What was skipped.
-    """
-
-    model: str
-    lens: str
-    conflicts: Readout
-    controls: Readout
-    probe: ProbeCurve | None
-    notes: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "notes", tuple(self.notes))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "model": self.model,
-            "lens": self.lens,
-            "conflicts": self.conflicts.to_dict(),
-            "controls": self.controls.to_dict(),
-            "probe": None if self.probe is None else self.probe.to_dict(),
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseRun:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["model"],
-            data["lens"],
-            Readout.from_dict(data["conflicts"]),
-            Readout.from_dict(data["controls"]),
-            None if data["probe"] is None else ProbeCurve.from_dict(data["probe"]),
-            tuple(data["notes"]),
-        )
+__all__ = [
+    "FIGURES",
+    "CaseRun",
+    "ConceptOscillationResult",
+    "FollowCurve",
+    "LogitDiffMap",
+    "OscillationSummary",
+    "ProbeCurve",
+    "Readout",
+]
 
 
 @dataclass(frozen=True)
@@ -287,9 +79,9 @@ class FollowCurve:
             sets(self, name, frozen(getattr(self, name)))
         sets(self, "bin_counts", frozen(self.bin_counts, np.int64))
         for name in ("follow_a", "used"):
-            _shape(name, getattr(self, name), self.dh.shape)
+            check_shape(name, getattr(self, name), self.dh.shape)
         for name in ("bin_rates", "bin_counts"):
-            _shape(name, getattr(self, name), self.bin_centers.shape)
+            check_shape(name, getattr(self, name), self.bin_centers.shape)
         if self.balance_ci is not None:
             sets(self, "balance_ci", (float(self.balance_ci[0]), float(self.balance_ci[1])))
 
@@ -329,9 +121,9 @@ class FollowCurve:
             np.asarray(data["dh"], dtype=np.float64),
             np.asarray(data["follow_a"], dtype=bool),
             np.asarray(data["used"], dtype=bool),
-            _opt(data["intercept"]),
-            _opt(data["slope"]),
-            _opt(data["balance_point"]),
+            optional_float(data["intercept"]),
+            optional_float(data["slope"]),
+            optional_float(data["balance_point"]),
             None if ci is None else (float(ci[0]), float(ci[1])),
             int(data["n_bootstrap"]),
             np.asarray(data["bin_centers"], dtype=np.float64),
@@ -416,8 +208,8 @@ class LogitDiffMap:
         object.__setattr__(self, "dh_centers", frozen(self.dh_centers))
         object.__setattr__(self, "mean_diff", frozen(self.mean_diff))
         object.__setattr__(self, "counts", frozen(self.counts, np.int64))
-        _shape("mean_diff", self.mean_diff, (len(self.layers), len(self.dh_centers)))
-        _shape("counts", self.counts, self.dh_centers.shape)
+        check_shape("mean_diff", self.mean_diff, (len(self.layers), len(self.dh_centers)))
+        check_shape("counts", self.counts, self.dh_centers.shape)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -474,9 +266,9 @@ class ConceptOscillationResult:
         )
         object.__setattr__(self, "notes", tuple(self.notes))
         n = self.run.conflicts.n
-        _shape("ambiguous", self.ambiguous, (n,))
-        _shape("conflict_oscillations", self.conflict_oscillations, (n,))
-        _shape("follow.dh", self.follow.dh, (n,))
+        check_shape("ambiguous", self.ambiguous, (n,))
+        check_shape("conflict_oscillations", self.conflict_oscillations, (n,))
+        check_shape("follow.dh", self.follow.dh, (n,))
 
     @property
     def model(self) -> str:
