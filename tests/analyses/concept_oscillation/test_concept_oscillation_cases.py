@@ -6,6 +6,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -163,6 +164,22 @@ def test_training_examples_follow_the_noise_levels():
     assert batch["input_ids"].shape[1] <= spec.max_length
     rows_ok = batch["attention_mask"].gather(1, batch["last"][:, None]).squeeze(1)
     assert rows_ok.all() and (batch["last"] == batch["attention_mask"].sum(1) - 1).all()
+
+
+def test_noisy_two_source_examples_disagree_at_the_rate_the_noise_implies():
+    spec = co.ToySpec()
+    r = random.Random(1)
+    examples = [toy.example(spec, r, "noisy") for _ in range(20000)]
+    k = spec.n_colours
+    # the sources agree when both show the truth, or both show the same wrong colour
+    expected = np.mean(
+        [1 - (1 - ea) * (1 - eb) - ea * eb / (k - 1) for ea in spec.eps_a for eb in spec.eps_b]
+    )
+    disagree = [ex for ex in examples if ex.a != ex.b]
+    assert len(disagree) / len(examples) == pytest.approx(expected, abs=0.01)
+    # a tier-0 A against a tier-2 B: A shows the truth far more often than B
+    hard_b = [ex for ex in disagree if ex.tier_a == 0 and ex.tier_b == 2]
+    assert np.mean([ex.a == ex.truth for ex in hard_b]) > 0.8
 
 
 def test_toy_tokenizer_and_compositional_embeddings_agree_with_the_task():

@@ -42,7 +42,10 @@ Our operationalization:
   default is a tiny decoder trained in a minute or two on a two-channel conflict task (see
   :mod:`.toy`): channel A a lookup among distractors (the "image"), channel B a multi-hop chain
   (the "text"), with difficulty tiers on both whose label noise makes single-source uncertainty
-  vary. It is trained on single-source and consistent examples only, and evaluated on conflicts.
+  vary. It is trained on single-source examples and on two-source examples of the same noisy
+  world (each channel misreports with its tier's probability; the label is the truth), and
+  evaluated on conflicts drawn evenly over the tiers. (The issue asked for consistent two-source
+  examples only; a toy trained that way followed channel A in every conflict: see :mod:`.toy`.)
 * **Real models**: any causal LM :func:`workbench.load_model` gives, on a JSONL file of cases
   (:mod:`.cases`; text only: context against parametric knowledge); a small hand-written file of
   such cases ships as ``cases="builtin"``. Cases with an ``image`` go through the model's

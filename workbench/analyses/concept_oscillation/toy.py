@@ -19,10 +19,16 @@ long chain is misread more often). A model that fits this data is uncertain in p
 difficulty of what it sees, so its single-source entropies ``H_a`` and ``H_b`` vary over cases.
 
 **Training and evaluation.** The decoder is trained on single-source examples (each channel
-alone) and *consistent* two-source examples (both channels give the same answer, which is the
-label); it never sees a conflict. It is evaluated on conflicts (the two channels answer
-differently) and on controls (channel A shows only other objects, so it is irrelevant to the
-question). Which source it follows in a conflict is therefore whatever its training led it to do.
+alone) and on two-source examples of the same noisy world: the label is the true answer and each
+channel shows it, except that with its tier's probability (the same ``eps``) it shows another
+colour, so the two channels disagree in about 9% of training examples and the label then
+sides with the more reliable one more often. (Our first default, trained on single-source and
+*consistent* two-source examples only, never learned to weigh the channels: it followed the
+easy lookup A in 400 of 400 conflicts whatever the tiers, so there was no follow curve.) It is
+evaluated on conflicts (the two channels answer differently, drawn evenly over the tiers, unlike
+training where disagreement is rare and mostly at hard tiers) and on controls (channel A shows
+only other objects, so it is irrelevant to the question). Which source it follows in a conflict
+is what its own uncertainty about each channel, learned from the data, makes it do.
 
 Token embeddings start *compositional*: a patch ``e6=pink`` or relation ``e6>e2`` starts as the
 scaled sum of its parts' embeddings (and its channel marker's), as an encoder's features would
@@ -54,7 +60,7 @@ class ToySpec:
         n_colours: Colours (answers), at most 8.
         eps_a: Label noise of channel A by tier (number of distractor patches).
         eps_b: Label noise of channel B by tier (hops minus one).
-        mix: Shares of A-alone, B-alone and consistent two-source training examples.
+        mix: Shares of A-alone, B-alone and two-source (noisy) training examples.
     """
 
     n_objects: int = 12
@@ -98,6 +104,7 @@ class Example:
     source_b: tuple[str, ...]
     question: tuple[str, ...]
     answer_a_irrelevant: bool = False
+    truth: int | None = None
 
 
 def _source_a(spec: ToySpec, r: random.Random, q: int, a: int, tier: int, relevant: bool):
@@ -130,16 +137,29 @@ def _source_b(spec: ToySpec, r: random.Random, q: int, b: int, tier: int) -> tup
     return ("[B]", *links)
 
 
-def example(spec: ToySpec, r: random.Random, kind: str) -> Example:
-    """One example of ``kind``: ``consistent`` (both sources agree), ``conflict`` or ``control``.
+def _other(spec: ToySpec, r: random.Random, colour: int) -> int:
+    return (colour + r.randrange(1, spec.n_colours)) % spec.n_colours
 
-    A ``control`` has a channel A without the asked object; its ``a`` is the colour of one of
-    its patches (a candidate answer that bears on another object).
+
+def example(spec: ToySpec, r: random.Random, kind: str) -> Example:
+    """One example of ``kind``: ``consistent``, ``noisy``, ``conflict`` or ``control``.
+
+    ``consistent``: both sources give the same answer. ``noisy``: the world's answer is
+    ``truth``; each source shows it, or with its tier's ``eps`` another colour (the sources may
+    then disagree). ``conflict``: the sources give different answers. ``control``: channel A
+    lacks the asked object; its ``a`` is the colour of one of its patches (a candidate answer
+    that bears on another object).
     """
     q = r.randrange(spec.n_objects)
     tier_a, tier_b = r.randrange(len(spec.eps_a)), r.randrange(len(spec.eps_b))
     a = r.randrange(spec.n_colours)
-    b = a if kind == "consistent" else (a + r.randrange(1, spec.n_colours)) % spec.n_colours
+    truth = None
+    if kind == "noisy":
+        truth = a
+        a = _other(spec, r, truth) if r.random() < spec.eps_a[tier_a] else truth
+        b = _other(spec, r, truth) if r.random() < spec.eps_b[tier_b] else truth
+    else:
+        b = a if kind == "consistent" else _other(spec, r, a)
     relevant = kind != "control"
     source_a, patches = _source_a(spec, r, q, a, tier_a, relevant)
     if not relevant:
@@ -149,7 +169,7 @@ def example(spec: ToySpec, r: random.Random, kind: str) -> Example:
         a = r.choice([c for _, c in patches if c != b])
     source_b = _source_b(spec, r, q, b, tier_b)
     return Example(
-        q, a, b, tier_a, tier_b, source_a, source_b, ("[Q]", spec.objects[q]), not relevant
+        q, a, b, tier_a, tier_b, source_a, source_b, ("[Q]", spec.objects[q]), not relevant, truth
     )
 
 
@@ -169,7 +189,7 @@ def toy_cases(spec: ToySpec, n_conflicts: int, n_controls: int, seed: int) -> Ca
     """Evaluation cases: ``n_conflicts`` conflicts and ``n_controls`` controls (seeded).
 
     The evaluation stream is seeded apart from the training stream (``seed`` offset), so the
-    cases are not training examples (conflicts never are).
+    cases are not training examples.
     """
     r = random.Random(f"toy-eval-{seed}")
     conflicts = [_case(spec, example(spec, r, "conflict"), f"c{i:04d}") for i in range(n_conflicts)]
@@ -190,16 +210,18 @@ def training_example(spec: ToySpec, r: random.Random) -> tuple[list[str], int]:
     """One training example: ``(tokens, label colour)``, drawn by :attr:`ToySpec.mix`.
 
     A single-source example's label is its source's answer, or with probability ``eps`` of its
-    tier a uniformly random colour; a consistent example's label is the common answer.
+    tier a uniformly random colour; a two-source example is ``noisy`` (see :func:`example`) and
+    its label is the world's answer.
     """
-    kind = r.choices(("a", "b", "consistent"), spec.mix)[0]
-    ex = example(spec, r, "consistent")
+    kind = r.choices(("a", "b", "both"), spec.mix)[0]
+    ex = example(spec, r, "noisy" if kind == "both" else "consistent")
     if kind == "a":
         tokens, eps, label = [*ex.source_a, *ex.question], spec.eps_a[ex.tier_a], ex.a
     elif kind == "b":
         tokens, eps, label = [*ex.source_b, *ex.question], spec.eps_b[ex.tier_b], ex.b
     else:
-        tokens, eps, label = [*ex.source_a, *ex.source_b, *ex.question], 0.0, ex.a
+        assert ex.truth is not None
+        tokens, eps, label = [*ex.source_a, *ex.source_b, *ex.question], 0.0, ex.truth
     if r.random() < eps:
         label = r.randrange(spec.n_colours)
     return tokens, label
