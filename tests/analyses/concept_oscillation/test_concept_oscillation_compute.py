@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -198,6 +199,10 @@ def test_analyze_builds_a_result_that_round_trips_through_json():
         ).tolist()
     )
     assert result.notes[0] == "a note" and probe.best_layer == 2
+    assert not any("majority baseline" in note for note in result.notes)
+    weak = replace(probe, accuracy_lo=np.array([0.4, 0.45, 0.5]))  # no layer's bound above 0.5
+    notes = co.analyze(replace(run, probe=weak), n_bootstrap=100).notes
+    assert any("does not beat the majority baseline (0.500)" in note for note in notes)
     assert result.figure_kinds() == list(co.FIGURES)
 
 

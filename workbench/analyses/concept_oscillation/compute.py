@@ -370,6 +370,13 @@ def analyze(
         )
     if not controls.n:
         notes.append("no control cases")
+    probe = run.probe
+    if probe is not None and not (probe.accuracy_lo > probe.chance).any():
+        notes.append(
+            f"the probe does not beat the majority baseline ({probe.chance:.3f}) at any layer "
+            f"(best {probe.best_accuracy:.3f} at layer {probe.best_layer}; lower bounds "
+            f"{probe.accuracy_lo.max():.3f} at most)"
+        )
     return ConceptOscillationResult(
         run=run,
         follow=curve,
