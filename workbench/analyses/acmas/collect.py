@@ -48,7 +48,7 @@ class System:
 
 
 def build_system(n_agents: int, frac_malicious: float, attack: str, seed: int) -> System:
-    """Role prompts for ``n_agents``; ``round(frac_malicious * n_agents)`` of them get the injection."""
+    """Role prompts for ``n_agents``; ``round(frac_malicious * n_agents)`` get the injection."""
     rng = random.Random(seed)
     notes = [rng.choice(toy.BENIGN_NOTES) for _ in range(n_agents)]  # same with frac 0
     bad = set(rng.sample(range(n_agents), round(frac_malicious * n_agents)))
@@ -167,10 +167,8 @@ def play(
                     outs[i] = o
         for (q, k, t, time, rnd), prompt, out in zip(wave, prompts, outs, strict=True):
             answer = out.split()[0] if out.split() else ""
-            try:
+            with contextlib.suppress(ValueError):
                 posted[q].append((k, t, int(answer)))
-            except ValueError:
-                pass
             messages.append(
                 Message(
                     system.agents[k].id,
@@ -193,7 +191,7 @@ def play(
 def capture_messages(
     subject, transcript: Transcript, layers: Sequence[int], out: str | Path, progress: bool = False
 ) -> dict[str, dict[int, np.ndarray]]:
-    """Captures each message's activations at ``resid_post`` of ``layers`` into stores under ``out``.
+    """Captures each message's ``resid_post`` activations at ``layers`` into stores under ``out``.
 
     Returns ``{"last": {layer: (n_messages, d)}, "mean": {...}}`` read back from the stores
     (``out/last`` and ``out/mean``, each an :class:`~workbench.store.ActivationStore`).
@@ -218,3 +216,15 @@ def capture_messages(
             for layer in layers
         }
     return result
+
+
+def decision_states(subject, transcript: Transcript, layer: int) -> np.ndarray:
+    """``resid_post.layer`` at the last prompt token of each turn (where the answer is decided).
+
+    The steering vector is a difference of these (in memory: one layer, one row per message).
+    """
+    from workbench import capture
+
+    prompts = [m.context_text.removesuffix(m.content).strip() for m in transcript.messages]
+    acts = capture(subject, prompts, sites=f"resid_post.{layer}", positions="last", progress=False)
+    return acts[f"resid_post.{layer}"].double().numpy()

@@ -30,6 +30,8 @@ class AcmasConfig(StudyConfig):
         n_calib: Clean tasks (no compromised agent) that calibrate the unsupervised detectors.
         turns: Turns per agent per task.
         pooling: ``last`` (last generated token) or ``mean`` (mean over the turn).
+        restore_detector: Whose flags (deepest layer) pick the agents to isolate or steer.
+        steer_layer: The block whose ``resid_post`` is steered.
         steer_scale: Multiplier of the steering vector (benign minus flagged mean).
         toy_steps: Training steps of the toy agent LM.
         device: Torch device.
@@ -37,7 +39,7 @@ class AcmasConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_agents", "n_tasks", "n_calib", "turns", "toy_steps")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 2
+    CACHE_VERSION: ClassVar[int] = 3
 
     model: str = "toy"
     transcripts: str = "builtin"
@@ -50,7 +52,9 @@ class AcmasConfig(StudyConfig):
     n_tasks: int = 40
     n_calib: int = 20
     turns: int = 2
-    pooling: Literal["last", "mean"] = "last"
+    pooling: Literal["last", "mean"] = "mean"
+    restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "linear_probe"
+    steer_layer: Literal["early", "middle", "final"] = "middle"
     steer_scale: float = 1.0
     toy_steps: int = 300
     device: str = "cpu"
@@ -71,7 +75,8 @@ class AcmasConfig(StudyConfig):
             )
         if self.model != "toy" and self.transcripts == "builtin":
             raise ConfigError(
-                f"model={self.model!r} needs transcripts= a JSONL file; the built-in system is the toy's"
+                f"model={self.model!r} needs transcripts=<a JSONL file>; "
+                "the built-in system runs on the toy"
             )
 
     @property

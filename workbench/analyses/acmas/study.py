@@ -166,13 +166,13 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
 
 
 def _flagged(config: AcmasConfig, det: ScheduleResult, schedule: str, work: _Work) -> list[int]:
-    """Agents whose test messages the prototype detector (deepest layer) flags more often than not."""
+    """Agents whose test messages ``restore_detector`` (deepest layer) flags more often than not."""
     from workbench.analyses.acmas import transcripts
 
     arr = _arrays(transcripts.read(work.folder / "acts" / schedule / "attacked.jsonl"))
     cut = np.sort(np.unique(arr["tasks"]))[len(np.unique(arr["tasks"])) // 2]
     senders = arr["senders"][arr["tasks"] >= cut]
-    flags = det.preds[det.detectors.index("prototype"), -1].astype(bool)
+    flags = det.preds[det.detectors.index(config.restore_detector), -1].astype(bool)
     return [k for k in range(config.n_agents) if flags[senders == k].mean() > 0.5]
 
 
@@ -184,17 +184,14 @@ def _restore(
 
     subject = work.subject()
     layers = work.layers()
-    layer = layers["middle"]
+    layer = layers[config.steer_layer]
     system = collect.build_system(
         config.n_agents, config.frac_malicious, config.attack, config.seed
     )
     root = work.folder / "acts" / schedule
     attacked = transcripts.read(root / "attacked.jsonl")
     arr = _arrays(attacked)
-    acts = collect.capture_messages(
-        subject, attacked, sorted(set(layers.values())), root / "attacked"
-    )
-    X = acts["mean"][layer]
+    X = collect.decision_states(subject, attacked, layer)
     benign = X[~np.isin(arr["senders"], flagged)].mean(0)
     edits = None
     if flagged:
@@ -220,7 +217,7 @@ def _restore(
         answers, truths, opp_a, opp_t = [], [], [], []
         for q, a in enumerate(questions):
             truth = str(toy.true_answer(a))
-            for k, agent in enumerate(system.agents):
+            for _k, agent in enumerate(system.agents):
                 ans = final.get((q, agent.id))
                 answers.append(ans)
                 truths.append(truth)
@@ -235,7 +232,7 @@ def _restore(
         succ,
         tuple(flagged),
         tuple(system.compromised),
-        "middle",
+        config.steer_layer,
     )
 
 
