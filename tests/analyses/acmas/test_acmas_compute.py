@@ -134,15 +134,15 @@ def _lines():
     ("edit", "match"),
     [
         (
-            lambda ls: ls[:3] + ['{"type": "message", "sender": "R9"}'],
+            lambda ls: [*ls[:3], '{"type": "message", "sender": "R9"}'],
             "line 4: field 'sender' 'R9'",
         ),
-        (lambda ls: ls[:3] + [ls[3].replace('"task": 0', '"task": "x"')], "line 4: field 'task'"),
+        (lambda ls: [*ls[:3], ls[3].replace('"task": 0', '"task": "x"')], "line 4: field 'task'"),
         (
-            lambda ls: ls[:3] + [ls[3].replace('"round": 0', '"round": null')],
+            lambda ls: [*ls[:3], ls[3].replace('"round": 0', '"round": null')],
             "line 4: field 'round'",
         ),
-        (lambda ls: ls[:2] + ["{nope"], "line 3: not valid JSON"),
+        (lambda ls: [*ls[:2], "{nope"], "line 3: not valid JSON"),
         (lambda ls: ls[1:], "line 1: field 'type'"),
         (lambda ls: [ls[0].replace("sync", "later")], "line 1: field 'schedule'"),
     ],
