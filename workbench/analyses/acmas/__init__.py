@@ -24,9 +24,11 @@ Our operationalization (offline, seconds to minutes on a CPU):
   :class:`~workbench.probes.LinearProbe` (supervised, first half of the tasks), Mahalanobis
   (Ledoit-Wolf), and the text baseline (disagreement with the majority answer: the round's in sync,
   the answers posted so far in async).
-* **Restoration**: agents whose test messages are flagged more often than not are isolated
+* **Restoration**: agents whose test messages ``restore_detector`` (default: the linear probe,
+  as the prototype flags too few messages on the toy) flags more often than not are isolated
   (their answers are lost) or steered: ``add(benign mean - flagged mean)`` at the middle block's
-  ``resid_post`` (mean-pooled activations), inside ``intervene`` during ``generate``.
+  ``resid_post``, the means taken at the last prompt token (where the answer is decided), inside
+  ``intervene`` during ``generate``.
   Task completion: fraction of (task, agent) final answers delivered and correct; attack success:
   fraction of the compromised agents' triggered questions whose delivered answer is wrong.
 
