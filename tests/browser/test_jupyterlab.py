@@ -49,6 +49,7 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
             "model": model,
             "n_texts": 12,
             "tuned_texts": 24,
+            "tuned_steps": 30,
             "max_length": 16,
             "probe_cv": 2,
             "probe_seeds": 1,

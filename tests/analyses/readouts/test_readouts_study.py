@@ -26,6 +26,7 @@ def config(tiny_lm_dir):
         model=str(tiny_lm_dir),
         n_texts=24,
         tuned_texts=48,
+        tuned_steps=80,
         max_length=24,
         probe_cv=3,
         probe_seeds=2,

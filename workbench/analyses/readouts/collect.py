@@ -73,6 +73,7 @@ def tuned_lens(
         batch_size=config.batch_size,
         progress=False,
         seed=config.seed,
+        steps=config.tuned_steps,
     )
     if folder is not None:
         lens.save(folder)

@@ -22,6 +22,7 @@ class ReadoutsConfig(StudyConfig):
         n_texts: Held-out texts the lenses, probes and steering are measured on.
         tuned_texts: Texts the tuned lens is trained on: the first ones of the source; the
             held-out texts are the ``n_texts`` after them.
+        tuned_steps: Optimizer steps of the tuned lens's training.
         max_length: Tokens per text at most.
         lens: Comma list of ``logit``, ``last_block``, ``tuned``.
         probe_task: ``word_start`` (does the next token start a new word?) or ``char_class``
@@ -42,6 +43,7 @@ class ReadoutsConfig(StudyConfig):
     POSITIVE: ClassVar[tuple[str, ...]] = (
         "n_texts",
         "tuned_texts",
+        "tuned_steps",
         "max_length",
         "probe_seeds",
         "steer_random",
@@ -53,6 +55,7 @@ class ReadoutsConfig(StudyConfig):
     text_source: str = "builtin:pydoc"
     n_texts: int = 200
     tuned_texts: int = 400
+    tuned_steps: int = 250
     max_length: int = 64
     lens: str = "logit,last_block,tuned"
     probe_task: Literal["word_start", "char_class"] = "word_start"
