@@ -56,10 +56,12 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
             "steer_random": 2,
             "device": "cpu",
         },
+        "concept_oscillation": {"n_cases": 40, "toy_steps": 60, "n_bootstrap": 100},
+        "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4, "toy_steps": 60},
     }[analysis]
 
 
-ANALYSES = ["anisotropy", "readouts"]
+ANALYSES = ["anisotropy", "readouts", "concept_oscillation", "acmas"]
 """Analyses whose notebook is driven in JupyterLab (progress bars: those that show one)."""
 WIDGET_BARS = {"anisotropy"}
 
