@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.errors import InputError
+from workbench.errors import ConfigError, InputError
 
 MAX_EXPONENT = 10.0
 
@@ -77,7 +77,12 @@ def _jacobian(theta: np.ndarray, logx: np.ndarray) -> np.ndarray:
 def _solve(
     logx: np.ndarray, logy: np.ndarray, starts: Sequence[np.ndarray], upper_l0: float
 ) -> tuple[np.ndarray, float]:
-    from scipy.optimize import least_squares
+    try:
+        from scipy.optimize import least_squares
+    except ImportError as exc:  # scipy comes with the notebooks extra
+        raise ConfigError(
+            "the power-law fits need scipy; install it with: pip install 'workbench[notebooks]'"
+        ) from exc
 
     k = logx.shape[1]
     lower = np.array([-np.inf, 0.0] * k + [0.0])
