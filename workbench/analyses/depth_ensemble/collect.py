@@ -22,10 +22,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from workbench import capture
 from workbench.analyses.depth_ensemble.compute import early_exit_fraction, exit_layers
 from workbench.analyses.depth_ensemble.config import DepthEnsembleConfig
 from workbench.analyses.depth_ensemble.results import LayerSkip, LensLoss
-from workbench.capture import capture
 from workbench.errors import SiteError
 from workbench.hooking import pad
 from workbench.inputs import read_texts, tokenize

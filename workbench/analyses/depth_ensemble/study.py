@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from workbench.analyses.base import save_study
 from workbench.analyses.depth_ensemble import collect, compute, toys
 from workbench.analyses.depth_ensemble.config import DepthEnsembleConfig
 from workbench.analyses.depth_ensemble.results import (
@@ -385,16 +386,12 @@ def save(
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json`` (metrics, parameters, figures, model and revision)."""
-    from workbench.runner.results import save_results
-
-    return save_results(
+    return save_study(
+        ANALYSIS,
+        config,
+        metrics(result),
         out_dir,
-        analysis=ANALYSIS,
-        params=config.to_params(),
-        metrics=metrics(result),
-        figures=list(figures),
-        model=config.model,
+        figures,
         revision=result.model.revision if result.model else None,
-        seed=config.seed,
-        notes=list(result.notes),
+        notes=result.notes,
     )
