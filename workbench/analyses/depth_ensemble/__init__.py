@@ -41,7 +41,8 @@ Layout (every study has the same rooms):
 * :mod:`.collect` (the language model) and :mod:`.toys` (the toy networks): the only places that
   load or train models;
 * :mod:`.scaling`: the scaling CSV and its fit;
-* :mod:`.study`: :func:`run` with a per-unit cache, :func:`metrics`, :func:`save`.
+* :mod:`.study`: :func:`run` with a per-unit cache and :func:`save`; :mod:`.summary`: the
+  ``results.json`` metrics (:data:`METRIC_KEYS`, :func:`metrics`).
 
 Example::
 
@@ -81,7 +82,8 @@ from workbench.analyses.depth_ensemble.scaling import (
     fit_scaling_law,
     read_runs,
 )
-from workbench.analyses.depth_ensemble.study import ANALYSIS, METRIC_KEYS, metrics, run, save
+from workbench.analyses.depth_ensemble.study import ANALYSIS, run, save
+from workbench.analyses.depth_ensemble.summary import METRIC_KEYS, metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyFit, ToyResult, ToyStudent, ToyTeacher
 
 __all__ = [
