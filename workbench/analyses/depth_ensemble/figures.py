@@ -174,7 +174,7 @@ def toy_depth(result: DepthEnsembleResult) -> go.Figure:
                 name=f"{fit.teacher} teacher",
             ),
         )
-        label = f"a = {fit.a:.2f} ± {fit.a_bootstrap_se:.2f}"
+        label = f"a = {fit.a:.2f} ± {fit.a_se:.2f} (fit), ± {fit.a_bootstrap_se:.2f} (bootstrap)"
         fig.add_trace(
             go.Scatter(
                 x=grid.tolist(),
