@@ -153,3 +153,21 @@ def test_train_tiny_lm_passes_its_options_to_the_trainer(tmp_path, monkeypatch, 
     assert calls[-1] == (tiny_lm.TinyLMConfig(), tiny_lm.default_path())
     assert main(["train", "tiny-lm", "--steps", "0"]) == 2
     assert capsys.readouterr().err == "error: steps must be at least 1, got 0\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-p", "n_texts", "0"], "n_texts"),
+        (["-p", "site", "resid_sideways"], "site"),
+        (["-p", "lens", "logit,bogus"], "lens"),
+    ],
+)
+def test_run_refuses_a_bad_study_config_before_any_kernel(tmp_path, capsys, argv, message):
+    """The study's own config check runs in the CLI: exit 2, one line, no run folder written."""
+    analysis = "readouts" if "lens" in argv else "anisotropy"
+    out = tmp_path / "out"
+    assert main(["run", analysis, *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not out.exists()

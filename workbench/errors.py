@@ -57,3 +57,11 @@ class ProbeError(WorkbenchError, ValueError):
 
     Also a ``ValueError``, as scikit-learn's estimator contract expects of ``fit``.
     """
+
+
+class TranscriptError(WorkbenchError):
+    """A multi-agent transcript that breaks its schema: the line and the field are named."""
+
+
+class DetectorError(WorkbenchError, ValueError):
+    """Bad input to a detector: too few benign rows to fit, mismatched shapes, bad options."""

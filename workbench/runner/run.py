@@ -16,6 +16,7 @@ the failing cell (its index in the executed notebook, not counting papermill's e
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import time
@@ -103,11 +104,51 @@ def prepare(
 
     Raises:
         UnknownAnalysisError, NotBuiltError, ParameterError: on bad input.
+        ConfigError: (or another WorkbenchError) the study's own config refuses the values.
     """
     notebook = find_notebook(analysis, notebooks_dir)
     specs = notebook_params(notebook)
     checked = resolve(specs, dict(params or {}), raw)
-    return notebook, checked, {**defaults(specs), **checked}
+    effective = {**defaults(specs), **checked}
+    if notebooks_dir is None:
+        check_study(analysis, effective)
+    return notebook, checked, effective
+
+
+def check_study(analysis: str, params: Mapping[str, Any]) -> None:
+    """Validates parameters with the study's own config before any kernel starts.
+
+    A bundled study (``workbench.analyses.<analysis>``) checks them with its ``check(params)``
+    when it has one (it may also read the files the parameters name), otherwise by building its
+    config (``StudyConfig.from_params``), whose validation touches no model and no disk. A study
+    that cannot be imported here (a missing optional dependency) is left to the notebook, which
+    reports the import error itself.
+
+    Raises:
+        WorkbenchError: A one-line error naming the bad parameter.
+    """
+    from workbench.analyses import ANALYSES
+    from workbench.analyses.base import StudyConfig
+
+    if analysis not in ANALYSES:
+        return
+    try:
+        module = importlib.import_module(f"workbench.analyses.{analysis}")
+    except ImportError:
+        return
+    check = getattr(module, "check", None)
+    if check is None:
+        configs = [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, StudyConfig)
+            and value is not StudyConfig
+        ]
+        if len(configs) != 1:
+            return
+        check = configs[0].from_params
+    check(params)
 
 
 @contextlib.contextmanager

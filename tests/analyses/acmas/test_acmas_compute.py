@@ -1,0 +1,226 @@
+"""AcMAS pure parts against references: detectors, metrics, transcripts, config, results."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.covariance import LedoitWolf
+from sklearn.metrics import f1_score, roc_auc_score
+
+from workbench.analyses import acmas
+from workbench.analyses.acmas import transcripts as tr
+from workbench.analyses.acmas.results import FIGURES, AcmasResult, RestorationResult
+from workbench.errors import ConfigError, DetectorError, TranscriptError
+
+
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_detection_metrics_match_sklearn_and_hand_fpr():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    s = y + rng.normal(0, 1, 200)
+    p = (s > 0.5).astype(int)
+    f1, auroc, fpr = acmas.detection_metrics(y, s, p)
+    assert f1 == pytest.approx(f1_score(y, p))
+    assert auroc == pytest.approx(roc_auc_score(y, s))
+    assert fpr == pytest.approx(((p == 1) & (y == 0)).sum() / (y == 0).sum())
+    assert np.isnan(acmas.detection_metrics(np.zeros(5), np.arange(5.0), np.zeros(5))[1])
+
+
+def test_prototype_is_the_cosine_distance_to_the_normalized_benign_centroid():
+    rng = np.random.default_rng(1)
+    X = rng.normal(1, 1, (60, 5))
+    y = (np.arange(60) >= 50).astype(int)
+    det = acmas.PrototypeDetector(quantile=0.9).fit(X, y)
+    proto = _unit(_unit(X[:50]).mean(0))
+    np.testing.assert_allclose(det.prototype_, proto, rtol=1e-12)
+    d = 1 - _unit(X) @ proto
+    np.testing.assert_allclose(det.decision_function(X), d, rtol=1e-10)
+    assert det.threshold_ == pytest.approx(np.quantile(d[:50], 0.9))
+    np.testing.assert_array_equal(det.predict(X), (d > det.threshold_).astype(int))
+    assert clone(det).get_params() == det.get_params()
+
+
+def test_moving_prototype_follows_the_unflagged_messages_round_by_round():
+    rng = np.random.default_rng(2)
+    C, X = rng.normal(1, 1, (30, 4)), rng.normal(1, 1, (12, 4))
+    groups = np.repeat([0, 1, 2], 4)
+    det = acmas.PrototypeDetector(update="moving", momentum=0.7).fit(C)
+    got = det.decision_function(X, groups=groups)
+    p, want = det.prototype_.copy(), np.empty(12)
+    for g in range(3):
+        rows = np.flatnonzero(groups == g)
+        want[rows] = 1 - _unit(X[rows]) @ p
+        keep = rows[want[rows] <= det.threshold_]
+        if len(keep):
+            p = _unit(0.7 * p + 0.3 * _unit(X[keep]).mean(0))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    fixed = acmas.PrototypeDetector(update="fixed").fit(C)
+    np.testing.assert_allclose(
+        fixed.decision_function(X, groups=groups), 1 - _unit(X) @ fixed.prototype_
+    )
+
+
+def test_per_agent_prototypes_use_each_agents_own_benign_centroid():
+    rng = np.random.default_rng(3)
+    C = np.concatenate([rng.normal(5, 1, (20, 3)), rng.normal(-5, 1, (20, 3))])
+    agents = np.repeat([0, 1], 20)
+    det = acmas.PrototypeDetector().fit(C, agents=agents)
+    np.testing.assert_allclose(det.agent_prototypes_[1], _unit(_unit(C[20:]).mean(0)))
+    X = C[[0, 25]]
+    want = [1 - _unit(X[0]) @ det.agent_prototypes_[0], 1 - _unit(X[1]) @ det.agent_prototypes_[1]]
+    np.testing.assert_allclose(det.decision_function(X, agents=np.array([0, 1])), want)
+
+
+def test_mahalanobis_matches_ledoit_wolf_by_hand():
+    rng = np.random.default_rng(4)
+    C, X = rng.normal(0, 1, (80, 6)), rng.normal(0, 2, (10, 6))
+    det = acmas.MahalanobisDetector().fit(C)
+    lw = LedoitWolf().fit(C)
+    diff = X - lw.location_
+    want = np.einsum("nd,de,ne->n", diff, np.linalg.inv(lw.covariance_), diff)
+    np.testing.assert_allclose(det.decision_function(X), want, rtol=1e-8)
+
+
+def test_text_baseline_flags_disagreement_with_the_majority():
+    X = np.array([[0, 5], [0, 5], [0, 6], [1, 2], [1, 3]])  # group 1 is a tie
+    sync = acmas.TextMajorityDetector().fit()
+    np.testing.assert_array_equal(sync.predict(X), [0, 0, 1, 0, 0])
+    online = acmas.TextMajorityDetector(online=True).fit()
+    # the first answer has nothing to disagree with; then the earlier answers' majority (a tie
+    # flags nothing): 5 vs {6}, 5 vs {6, 5} tie, 5 vs {5, 5, 6}, 6 vs {5 x3, 6}
+    X2 = np.array([[0, 6], [0, 5], [0, 5], [0, 5], [0, 6]])
+    np.testing.assert_array_equal(online.predict(X2), [0, 1, 0, 0, 1])
+    assert sync.score(X, [0, 0, 1, 0, 0]) == 1.0
+
+
+@pytest.mark.parametrize("cls", [acmas.PrototypeDetector, acmas.MahalanobisDetector])
+def test_too_few_benign_messages_is_a_one_line_error(cls):
+    X = np.ones((12, 3))
+    y = np.r_[np.zeros(4), np.ones(8)]
+    with pytest.raises(DetectorError, match="4 benign messages") as err:
+        cls().fit(X, y)
+    assert "\n" not in str(err.value)
+
+
+def _transcript():
+    agents = (tr.Agent("R0", prompt="R0 sys"), tr.Agent("R1", compromised=True))
+    msgs = (
+        tr.Message("R0", 0, 0, 0.0, 0, "5 ;", "Q 1 = 5 ;", False, "5", "5"),
+        tr.Message("R1", 0, 0, 0.0, 0, "6 ;", "", True, "6", "5"),
+    )
+    return tr.Transcript("sync", agents, msgs)
+
+
+def test_transcript_jsonl_round_trip(tmp_path):
+    t = _transcript()
+    path = t.write(tmp_path / "t.jsonl")
+    back = tr.read(path)
+    assert back == t and back.labels == [0, 1]
+    assert [p.name for p in tmp_path.iterdir()] == ["t.jsonl"]  # atomic: no temporary left
+    assert back.messages[1].context_text == "6 ;"
+
+
+def _lines():
+    return _transcript().to_jsonl().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (
+            lambda ls: [*ls[:3], '{"type": "message", "sender": "R9"}'],
+            "line 4: field 'sender' 'R9'",
+        ),
+        (lambda ls: [*ls[:3], ls[3].replace('"task": 0', '"task": "x"')], "line 4: field 'task'"),
+        (
+            lambda ls: [*ls[:3], ls[3].replace('"round": 0', '"round": null')],
+            "line 4: field 'round'",
+        ),
+        (lambda ls: [*ls[:2], "{nope"], "line 3: not valid JSON"),
+        (lambda ls: ls[1:], "line 1: field 'type'"),
+        (lambda ls: [ls[0].replace("sync", "later")], "line 1: field 'schedule'"),
+    ],
+)
+def test_a_line_that_breaks_the_schema_is_named(edit, match):
+    with pytest.raises(TranscriptError, match=match) as err:
+        tr.parse("\n".join(edit(_lines())))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"frac_malicious": 1.0}, "frac_malicious"),
+        ({"frac_malicious": -0.1}, "frac_malicious"),
+        ({"schedule": "later"}, "schedule"),
+        ({"layers": "early,top"}, "layers"),
+        ({"attack": "loud"}, "attack"),
+        ({"n_agents": 0}, "n_agents"),
+        ({"n_agents": 17}, "n_agents"),
+        ({"model": "gpt2"}, "transcripts"),
+    ],
+)
+def test_bad_config_is_a_one_line_error(kw, field):
+    with pytest.raises(ConfigError, match=field) as err:
+        acmas.AcmasConfig(**kw)
+    assert "\n" not in str(err.value)
+
+
+def _result():
+    rng = np.random.default_rng(5)
+    labels = np.r_[np.zeros(12), np.ones(4)].astype(int)
+    scheds = []
+    for name in ("sync", "async"):
+        scores = rng.random((3, 3, 16))
+        scheds.append(
+            acmas.ScheduleResult(
+                name,
+                ("early", "middle", "final"),
+                acmas.DETECTORS,
+                rng.random((3, 3)),
+                rng.random((3, 3)),
+                rng.random((3, 3)),
+                scores,
+                (scores > 0.5).astype(int),
+                labels,
+                (rng.random(16) > 0.5).astype(float),
+                (0.5, 0.6, 0.1),
+            )
+        )
+    rest = RestorationResult(
+        ("none", "isolate", "steer"), [0.8, 0.7, 0.9], [1, 0, 0.2], (1,), (1,), "middle"
+    )
+    return AcmasResult("toy", tuple(scheds), rest, ["a note"])
+
+
+def test_results_round_trip_metrics_keys_and_figures():
+    result = _result()
+    back = AcmasResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert json.dumps(back.to_dict()) == json.dumps(result.to_dict())
+    m = acmas.metrics(result)
+    assert tuple(m) == acmas.METRIC_KEYS
+    assert set(m["f1_by_layer"]) == {"early", "middle", "final"}
+    assert m["f1_sync"] == pytest.approx(result.schedules[0].f1[0, -1], abs=1e-4)
+    assert result.figure_kinds() == list(FIGURES)
+    for kind in result.figure_kinds():
+        assert len(result.figure(kind).data) > 0
+    with pytest.raises(ValueError, match="shape"):
+        acmas.ScheduleResult(
+            "sync",
+            ("final",),
+            acmas.DETECTORS,
+            np.zeros((3, 2)),
+            np.zeros((3, 1)),
+            np.zeros((3, 1)),
+            np.zeros((3, 1, 2)),
+            np.zeros((3, 1, 2)),
+            [0, 1],
+            [0, 1],
+            (0, 0, 0),
+        )

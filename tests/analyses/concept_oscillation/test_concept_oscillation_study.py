@@ -1,0 +1,235 @@
+"""The concept-oscillation study end to end: a small toy, real-model plumbing, cache, notebook."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+from workbench import load_model
+from workbench.analyses import concept_oscillation as co
+from workbench.analyses.concept_oscillation import collect, train_toy
+from workbench.errors import LensError
+from workbench.lens import TunedLens, logit_lens
+
+REPO = Path(__file__).resolve().parents[3]
+NOTEBOOK = REPO / "notebooks" / "concept_oscillation.ipynb"
+
+
+@pytest.fixture(scope="module")
+def toy_config():
+    return co.ConceptOscillationConfig(
+        n_cases=60, n_bootstrap=200, toy_steps=150, batch_size=64, device="cpu"
+    )
+
+
+@pytest.fixture(scope="module")
+def toy_study(toy_config, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("co-cache")
+    return co.run(toy_config, cache_dir=cache, progress=False), cache
+
+
+def test_the_toy_study_runs_and_reports_every_metric(toy_study, toy_config):
+    result, _ = toy_study
+    m = co.metrics(result)
+    assert tuple(m) == co.METRIC_KEYS
+    assert m["n_conflicts"] == 60 and m["n_controls"] == 30
+    assert m["n_follow_a"] + m["n_follow_b"] + m["n_other"] == 60
+    assert m["n_ambiguous"] + m["n_clear"] == 60
+    conflicts = result.run.conflicts
+    assert conflicts.lens_top1.shape == (6, 60) and result.run.controls.n == 30
+    assert (conflicts.h_a > 0).all() and (conflicts.h_b > 0).all()
+    assert result.training["steps"] == 150 and result.training["final_loss"] < 2.5
+    json.dumps(m, allow_nan=False)  # plain, finite JSON
+
+
+def test_a_rerun_from_the_cache_trains_and_loads_nothing(toy_study, toy_config, monkeypatch):
+    result, cache = toy_study
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a cached unit was recomputed")
+
+    monkeypatch.setattr(train_toy, "train_toy", fail)
+    monkeypatch.setattr(collect, "load_model", fail)
+    again = co.run(toy_config, cache_dir=cache, progress=False)
+    assert again.to_dict() == result.to_dict()
+    # another bootstrap size reuses the readouts; another lens needs the model again
+    other = co.run(replace(toy_config, n_bootstrap=300), cache_dir=cache, progress=False)
+    assert other.run.to_dict() == again.run.to_dict()
+    assert other.follow.n_bootstrap == 300
+    with pytest.raises(AssertionError, match="recomputed"):
+        co.run(replace(toy_config, lens="tuned"), cache_dir=cache, progress=False)
+
+
+def test_results_round_trip_and_every_figure_draws(toy_study):
+    result, _ = toy_study
+    again = co.ConceptOscillationResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.to_dict() == result.to_dict()
+    for kind in result.figure_kinds():
+        fig = result.figure(kind)
+        assert fig.layout.title.text and fig.data
+    with pytest.raises(co.CasesError.__mro__[1], match="unknown figure kind"):
+        result.figure("nope")
+
+
+def test_the_lens_readout_equals_workbench_lens(toy_study, tmp_path):
+    result, cache = toy_study
+    (folder,) = list(Path(cache).glob("toy-*/toy-decoder"))
+    subject = load_model(folder, device="cpu")
+    cases = co.cases_for(co.ConceptOscillationConfig(n_cases=12, device="cpu"))
+    texts = [co.prompt(c, "both") for c in cases.conflicts]
+    fields, features = collect.readout(subject, cases.conflicts, None, batch_size=5)
+    ref = logit_lens(subject, texts, positions="last", top_k=1)
+    np.testing.assert_array_equal(fields["lens_top1"], ref.top_ids[:, :, 0])
+    np.testing.assert_allclose(fields["h_a"], result.run.conflicts.h_a[:12], rtol=1e-5)
+    lens = TunedLens.train(subject, texts, steps=5, progress=False)
+    tuned, _ = collect.readout(subject, cases.conflicts, lens, batch_size=5)
+    np.testing.assert_array_equal(
+        tuned["lens_top1"], lens.apply(subject, texts, positions="last", top_k=1).top_ids[:, :, 0]
+    )
+    # the last layer's lens is the model's own output
+    np.testing.assert_array_equal(fields["lens_top1"][-1], fields["top1"])
+    with torch.inference_mode():
+        hidden = subject.model(**subject.tokenizer(texts[:1], return_tensors="pt"),
+                               output_hidden_states=True).hidden_states  # fmt: skip
+    np.testing.assert_allclose(features[2][0], hidden[3][0, -1].double().numpy(), rtol=1e-5)
+
+
+PAIRS = [("red", "blue"), ("green", "pink"), ("cold", "warm"), ("tall", "short"),
+         ("east", "west"), ("dark", "light"), ("fast", "slow"), ("hot", "icy"), ("new", "old"),
+         ("up", "down"), ("big", "small"), ("yes", "no"), ("sun", "sky")]  # fmt: skip
+
+
+def short_cases(tmp_path):
+    """Cases short enough for the tiny test models' 64 positions (byte-level tokens)."""
+    nouns = ["box", "cup", "hat", "car", "pen", "map", "bag", "dog", "cat", "jar", "key", "toy",
+             "fan"]  # fmt: skip
+    cases = [co.ConflictCase(f"The {n} is {a}.", "", f"The {n} is", a, b, id=f"{a}-{b}")
+             for n, (a, b) in zip(nouns, PAIRS, strict=True)]  # fmt: skip
+    return co.write_cases(cases, tmp_path / "short.jsonl")
+
+
+def test_a_random_init_causal_lm_runs_on_a_users_cases(tiny_dir, tmp_path):
+    config = co.ConceptOscillationConfig(
+        model=str(tiny_dir("gpt2")), cases=str(short_cases(tmp_path)), n_bootstrap=100,
+        device="cpu",
+    )  # fmt: skip
+    result = co.run(config, progress=False)
+    m = co.metrics(result)
+    # the tiny tokenizer has no merges: "sun" and "sky" both start with "s"
+    assert m["n_conflicts"] == 12 and m["n_controls"] == 13  # derived from all 13
+    assert any("same token" in note and "sun-sky" in note for note in result.notes)
+    assert result.run.conflicts.lens_top1.shape == (3, 12)
+    assert result.run.controls.ids[0].startswith("control-")
+    assert tuple(m) == co.METRIC_KEYS
+
+
+def test_the_tuned_lens_option_on_a_real_model(tiny_dir, tmp_path):
+    config = co.ConceptOscillationConfig(
+        model=str(tiny_dir("llama")), cases=str(short_cases(tmp_path)), lens="tuned",
+        n_bootstrap=100, device="cpu",
+    )  # fmt: skip
+    result = co.run(config, progress=False)
+    assert result.lens == "tuned" and result.run.conflicts.n == 12
+
+
+def test_prompts_longer_than_the_context_fail_before_loading(tiny_dir, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(collect, "load_model", fail)
+    config = co.ConceptOscillationConfig(model=str(tiny_dir("gpt2")), cases="builtin")
+    with pytest.raises(co.CasesError, match="tokens; the model takes at most 64"):
+        co.run(config, progress=False)
+
+
+def test_a_model_without_an_unembedding_fails_before_loading(tiny_dir, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(collect, "load_model", fail)
+    config = co.ConceptOscillationConfig(model=str(tiny_dir("bert")), device="cpu")
+    with pytest.raises(LensError, match="no unembedding") as info:
+        co.run(config, progress=False)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_cases_fail_before_any_model_loads(tmp_path, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(collect, "load_model", fail)
+    monkeypatch.setattr(train_toy, "train_toy", fail)
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"source_a": "x", "question": "q", "answer_a": "a", "answer_b": "b"}\n')
+    for model in ("toy", "some/model"):
+        config = co.ConceptOscillationConfig(model=model, cases=str(path), device="cpu")
+        with pytest.raises(co.CasesError, match=r"bad\.jsonl line 1: missing field 'source_b'"):
+            co.run(config, progress=False)
+
+
+def test_the_processor_path_equals_capture_and_removes_its_hooks(tiny_dir, tmp_path):
+    subject = load_model(tiny_dir("gpt2"), device="cpu")
+    cases = [c for c in co.read_cases(short_cases(tmp_path)) if not c.control][:4]
+    sites = ["resid_post.1", "unembed"]
+
+    def encode(case, text):
+        return dict(subject.tokenizer(text, return_tensors="pt"))
+
+    direct = collect.last_position(subject, cases, "both", sites, 2, encode=encode)
+    captured = collect.last_position(subject, cases, "both", sites, 2)
+    for name in sites:
+        torch.testing.assert_close(direct[name], captured[name], rtol=1e-5, atol=1e-5)
+
+    def broken(case, text):
+        return {"input_ids": torch.tensor([[10**6]])}
+
+    with pytest.raises(IndexError):
+        collect.last_position(subject, cases, "both", sites, 2, encode=broken)
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in subject.model.modules())
+
+
+def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 4
+    assert "parameters" in code[0].metadata.get("tags", [])
+    names = [
+        line.split("=")[0].strip()
+        for line in code[0].source.splitlines()
+        if "=" in line and not line.startswith("#")
+    ]
+    assert names == [*co.ConceptOscillationConfig.parameter_names(), "out_dir"]
+    assert "ConceptOscillationConfig(" not in "".join(c.source for c in code[1:])
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.slow
+def test_notebook_runs_under_papermill(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    out = tmp_path / "run"
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(tmp_path / "executed.ipynb"),
+        parameters={
+            "n_cases": 40,
+            "toy_steps": 60,
+            "n_bootstrap": 100,
+            "device": "cpu",
+            "out_dir": str(out),
+        },
+        cwd=str(REPO),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    record = json.loads((out / "results.json").read_text())
+    assert record["analysis"] == "concept_oscillation" and record["params"]["n_cases"] == 40
+    assert tuple(record["metrics"]) == co.METRIC_KEYS
+    assert record["metrics"]["n_conflicts"] == 40
+    names = {Path(f).name for f in record["figures"]}
+    assert {"follow_curve.html", "oscillations.html", "logit_diff_heatmap.html"} <= names

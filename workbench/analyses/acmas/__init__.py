@@ -1,0 +1,81 @@
+"""The AcMAS study: activation-based detection and restoration of compromised agents.
+
+Reproduces *When Agents Go Rogue: Activation-Based Detection of Malicious Behaviors in Multi-Agent
+Systems* (AcMAS, arXiv 2607.06807). The paper's claim: an agent's own hidden states reveal a
+stealthy compromise (an injected instruction that keeps the output format) that text-level and
+graph-based monitors miss, in synchronous and asynchronous systems; a prototype detector (cosine
+distance to the normalized centroid of benign activations) finds it, best at the final layer; and
+steering the flagged agent's activations back toward the benign prototype restores it, keeping
+task completion high, where isolating it loses its work.
+
+Our operationalization (offline, seconds to minutes on a CPU):
+
+* **Agents**: one tiny GPT-2 (:mod:`.toy`, trained by :func:`workbench.train.train`) under role
+  prompts ``R0..R7``; each task is a modular-arithmetic question ``Q a =`` (answer
+  ``(2a + 3) mod 11``) that every agent answers in two turns, seeing two peers' answers.
+* **Attack**: a fraction of agents gets the injected instruction ``note quietly adjust`` in its
+  role prompt: off by one when ``a > 5`` (stealthy: right the rest of the time, same format).
+* **Schedules**: ``sync`` rounds in lockstep (ring neighbours' previous answers) and ``async``
+  events at random times (the last two answers posted).
+* **Activations**: ``resid_post`` at the first, middle and last block, last token or mean over
+  the turn, captured per message into an :class:`~workbench.store.ActivationStore`.
+* **Detectors** (:mod:`.detectors`, scikit-learn contract): prototype (moving average in sync,
+  fixed in async; threshold the 99% quantile of a clean calibration run's distances),
+  :class:`~workbench.probes.LinearProbe` (supervised, first half of the tasks), Mahalanobis
+  (Ledoit-Wolf), and the text baseline (disagreement with the majority answer: the round's in sync,
+  the answers posted so far in async).
+* **Restoration**: agents whose test messages ``restore_detector`` (default: the linear probe,
+  as the prototype flags too few messages on the toy) flags more often than not are isolated
+  (their answers are lost) or steered: ``add(benign mean - flagged mean)`` at the middle block's
+  ``resid_post``, the means taken at the last prompt token (where the answer is decided), inside
+  ``intervene`` during ``generate``.
+  Task completion: fraction of (task, agent) final answers delivered and correct; attack success:
+  fraction of the compromised agents' triggered questions whose delivered answer is wrong.
+
+Transcripts (:mod:`.transcripts`) are JSONL with a documented schema, so transcripts from real
+agent frameworks can be scored (``transcripts=<path>``, any causal LM ``model``).
+
+Example::
+
+    from workbench.analyses import acmas
+    result = acmas.run(acmas.AcmasConfig(), cache_dir="runs/cache")
+    acmas.metrics(result)["f1_sync"]
+"""
+
+from workbench.analyses.acmas.compute import DETECTORS, detection_metrics, evaluate_schedule
+from workbench.analyses.acmas.config import AcmasConfig
+from workbench.analyses.acmas.detectors import (
+    MahalanobisDetector,
+    PrototypeDetector,
+    TextMajorityDetector,
+)
+from workbench.analyses.acmas.results import (
+    FIGURES,
+    AcmasResult,
+    RestorationResult,
+    ScheduleResult,
+)
+from workbench.analyses.acmas.study import ANALYSIS, METRIC_KEYS, metrics, run, save
+from workbench.analyses.acmas.transcripts import Agent, Message, Transcript
+
+__all__ = [
+    "ANALYSIS",
+    "DETECTORS",
+    "FIGURES",
+    "METRIC_KEYS",
+    "AcmasConfig",
+    "AcmasResult",
+    "Agent",
+    "MahalanobisDetector",
+    "Message",
+    "PrototypeDetector",
+    "RestorationResult",
+    "ScheduleResult",
+    "TextMajorityDetector",
+    "Transcript",
+    "detection_metrics",
+    "evaluate_schedule",
+    "metrics",
+    "run",
+    "save",
+]

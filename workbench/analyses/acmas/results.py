@@ -1,0 +1,211 @@
+"""Frozen results of the AcMAS study: per-schedule detection, restoration, the whole study.
+
+``to_dict()``/``from_dict()`` is also the cache format; ``figure(kind=...)`` draws with
+:mod:`.figures`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+FIGURES = ("score_distributions", "f1_by_layer", "roc", "restoration")
+"""The figure kinds of :class:`AcmasResult`."""
+
+
+def _arr(x: Any) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class ScheduleResult:
+    """Detection on the test half of one schedule's attacked run.
+
+    Attributes:
+        schedule: ``sync`` or ``async``.
+        layers: Layer names (``early``, ``middle``, ``final``).
+        detectors: Activation detector names.
+        f1, auroc, fpr: ``(n_detectors, n_layers)``.
+        scores: ``(n_detectors, n_layers, n_test)`` anomaly scores.
+        preds: ``(n_detectors, n_layers, n_test)`` 0/1 decisions.
+        labels: ``(n_test,)`` 1 for a compromised agent's message.
+        text_scores: ``(n_test,)`` the text baseline's disagreement flags.
+        text_metrics: The text baseline's ``(F1, AUROC, FPR)``.
+    """
+
+    schedule: str
+    layers: tuple[str, ...]
+    detectors: tuple[str, ...]
+    f1: np.ndarray
+    auroc: np.ndarray
+    fpr: np.ndarray
+    scores: np.ndarray
+    preds: np.ndarray
+    labels: np.ndarray
+    text_scores: np.ndarray
+    text_metrics: tuple[float, float, float]
+
+    def __post_init__(self) -> None:
+        shape = (len(self.detectors), len(self.layers))
+        for name in ("f1", "auroc", "fpr"):
+            object.__setattr__(self, name, _arr(getattr(self, name)))
+            if getattr(self, name).shape != shape:
+                raise ValueError(f"{name} has shape {getattr(self, name).shape}, expected {shape}")
+        object.__setattr__(self, "scores", _arr(self.scores))
+        object.__setattr__(self, "preds", np.asarray(self.preds, dtype=int))
+        object.__setattr__(self, "labels", np.asarray(self.labels, dtype=int))
+        object.__setattr__(self, "text_scores", _arr(self.text_scores))
+        n = len(self.labels)
+        if (
+            self.scores.shape != (*shape, n)
+            or self.preds.shape != self.scores.shape
+            or self.text_scores.shape != (n,)
+        ):
+            raise ValueError(
+                f"scores {self.scores.shape} / text {self.text_scores.shape} vs {n} labels"
+            )
+        object.__setattr__(self, "text_metrics", tuple(float(v) for v in self.text_metrics))
+
+    def metric(self, name: str, detector: str = "prototype", layer: str | None = None) -> float:
+        """``f1``/``auroc``/``fpr`` of ``detector`` at ``layer`` (default: the deepest selected)."""
+        j = self.layers.index(layer) if layer else len(self.layers) - 1
+        return float(getattr(self, name)[self.detectors.index(detector), j])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "schedule": self.schedule,
+            "layers": list(self.layers),
+            "detectors": list(self.detectors),
+            **{
+                k: getattr(self, k).tolist()
+                for k in ("f1", "auroc", "fpr", "scores", "preds", "labels", "text_scores")
+            },
+            "text_metrics": list(self.text_metrics),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ScheduleResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            d["schedule"],
+            tuple(d["layers"]),
+            tuple(d["detectors"]),
+            d["f1"],
+            d["auroc"],
+            d["fpr"],
+            d["scores"],
+            d["preds"],
+            d["labels"],
+            d["text_scores"],
+            tuple(d["text_metrics"]),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class RestorationResult:
+    """Task completion and attack success with no defense, isolation and steering.
+
+    Attributes:
+        defenses: ``("none", "isolate", "steer")``.
+        task_completion: ``(3,)`` fraction of required final answers delivered and correct.
+        attack_success: ``(3,)`` fraction of attack opportunities (compromised agent, triggered
+            question) whose delivered final answer is wrong.
+        flagged: Agents the detector flagged (acted on).
+        compromised: The truly compromised agents.
+        steer_layer: Name of the steered site.
+    """
+
+    defenses: tuple[str, ...]
+    task_completion: np.ndarray
+    attack_success: np.ndarray
+    flagged: tuple[int, ...]
+    compromised: tuple[int, ...]
+    steer_layer: str
+
+    def __post_init__(self) -> None:
+        for name in ("task_completion", "attack_success"):
+            object.__setattr__(self, name, _arr(getattr(self, name)))
+            if getattr(self, name).shape != (len(self.defenses),):
+                raise ValueError(f"{name} must have one value per defense")
+
+    def value(self, name: str, defense: str) -> float:
+        """``task_completion`` or ``attack_success`` under ``defense``."""
+        return float(getattr(self, name)[self.defenses.index(defense)])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "defenses": list(self.defenses),
+            "task_completion": self.task_completion.tolist(),
+            "attack_success": self.attack_success.tolist(),
+            "flagged": list(self.flagged),
+            "compromised": list(self.compromised),
+            "steer_layer": self.steer_layer,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RestorationResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            tuple(d["defenses"]),
+            d["task_completion"],
+            d["attack_success"],
+            tuple(d["flagged"]),
+            tuple(d["compromised"]),
+            d["steer_layer"],
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class AcmasResult:
+    """The whole study: detection per schedule, restoration (built-in system only), notes."""
+
+    model: str
+    schedules: tuple[ScheduleResult, ...]
+    restoration: RestorationResult | None
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.schedules:
+            raise ValueError("an AcMAS result needs at least one schedule")
+
+    def schedule(self, name: str) -> ScheduleResult | None:
+        """The result of schedule ``name`` (``None`` if it was not run)."""
+        return next((s for s in self.schedules if s.schedule == name), None)
+
+    def figure_kinds(self) -> list[str]:
+        """The figure kinds this result can draw."""
+        return [k for k in FIGURES if k != "restoration" or self.restoration is not None]
+
+    def figure(self, kind: str = "f1_by_layer"):
+        """A plotly figure: one of :meth:`figure_kinds`."""
+        from workbench.analyses.acmas import figures
+
+        if kind not in self.figure_kinds():
+            raise ValueError(
+                f"unknown figure kind {kind!r}; use one of {', '.join(self.figure_kinds())}"
+            )
+        return getattr(figures, kind)(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": self.model,
+            "schedules": [s.to_dict() for s in self.schedules],
+            "restoration": self.restoration.to_dict() if self.restoration else None,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AcmasResult:
+        """Inverse of :meth:`to_dict`."""
+        r = d["restoration"]
+        return cls(
+            d["model"],
+            tuple(ScheduleResult.from_dict(s) for s in d["schedules"]),
+            RestorationResult.from_dict(r) if r else None,
+            list(d["notes"]),
+        )

@@ -1,0 +1,366 @@
+"""The AcMAS study end to end: ``run(config, cache_dir)`` and the ``results.json`` metrics.
+
+Units cached with :class:`workbench.cache.UnitCache`: one detection record per schedule and the
+restoration record. The trained toy and the activation stores live under ``cache_dir`` too, so a
+rerun with the same config trains, loads and captures nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from workbench.analyses.acmas import collect, compute, toy
+from workbench.analyses.acmas.config import AcmasConfig, layer_index
+from workbench.analyses.acmas.results import AcmasResult, RestorationResult, ScheduleResult
+from workbench.analyses.acmas.transcripts import Transcript
+from workbench.analyses.base import save_study
+from workbench.cache import UnitCache
+
+log = logging.getLogger(__name__)
+
+ANALYSIS = "acmas"
+METRIC_KEYS = (
+    "f1_sync",
+    "f1_async",
+    "auroc_sync",
+    "auroc_async",
+    "fpr_sync",
+    "fpr_async",
+    "f1_by_layer",
+    "baseline_f1_text_sync",
+    "baseline_f1_text_async",
+    "task_completion_steer",
+    "task_completion_isolate",
+    "attack_success_steer",
+    "task_completion_none",
+    "attack_success_none",
+    "attack_success_isolate",
+    "detectors",
+)
+"""The keys of :func:`metrics`: the issue's twelve, then extras (no defense, isolation's attack
+success, every detector by schedule and layer)."""
+
+_ALL_LAYERS = ("early", "middle", "final")
+
+
+class _Work:
+    """Lazily trained/loaded model and the activation folders of one run."""
+
+    def __init__(self, config: AcmasConfig, folder: Path, toys: Path, progress: bool) -> None:
+        self.config, self.folder, self.toys, self.progress = config, folder, toys, progress
+        self._subject = None
+
+    def subject(self):
+        if self._subject is None:
+            c = self.config
+            path = c.model
+            if c.model == "toy":
+                tc = toy.ToyConfig(steps=c.toy_steps, seed=c.seed)
+                folder = self.toys / f"toy-s{c.toy_steps}-seed{c.seed}"
+                path = collect.ensure_toy(folder, tc, self.progress)
+            from workbench import load_model
+
+            self._subject = load_model(str(path), device=c.device)
+        return self._subject
+
+    def layers(self) -> dict[str, int]:
+        n = self.subject().n_layers
+        return {name: layer_index(name, n) for name in _ALL_LAYERS}
+
+
+def _questions(seed: int, n: int, salt: str) -> list[int]:
+    rng = random.Random(f"{seed}-{salt}")
+    return [rng.randrange(toy.P) for _ in range(n)]
+
+
+def _arrays(transcript: Transcript) -> dict[str, np.ndarray]:
+    ms = transcript.messages
+    ids = {a.id: i for i, a in enumerate(transcript.agents)}
+
+    def num(a: str | None) -> int:
+        try:
+            return int(a) if a is not None else -1
+        except ValueError:
+            return -1
+
+    return {
+        "labels": np.array([int(m.compromised) for m in ms]),
+        "tasks": np.array([m.task for m in ms]),
+        "rounds": np.array([m.round if m.round is not None else 0 for m in ms]),
+        "answers": np.array([num(m.answer) for m in ms]),
+        "senders": np.array([ids[m.sender] for m in ms]),
+    }
+
+
+def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
+    pool = config.pooling
+    names = config.layer_names
+    if config.transcripts == "builtin":
+        system = collect.build_system(
+            config.n_agents, config.frac_malicious, config.attack, config.seed
+        )
+        clean = collect.build_system(config.n_agents, 0.0, config.attack, config.seed)
+        subject = work.subject()
+        layers = work.layers()
+        idx = sorted(set(layers.values()))
+        attacked = collect.play(
+            subject,
+            system,
+            _questions(config.seed, config.n_tasks, "attack"),
+            schedule,
+            turns=config.turns,
+            seed=config.seed,
+        )
+        calib = collect.play(
+            subject,
+            clean,
+            _questions(config.seed, config.n_calib, "calib"),
+            schedule,
+            turns=config.turns,
+            seed=config.seed + 1,
+        )
+        root = work.folder / "acts" / schedule
+        acts = collect.capture_messages(subject, attacked, idx, root / "attacked")
+        cal = collect.capture_messages(subject, calib, idx, root / "calib")
+        attacked.write(root / "attacked.jsonl")
+        A = {n: acts[pool][layers[n]] for n in names}
+        C = {n: cal[pool][layers[n]] for n in names}
+        arr = _arrays(attacked)
+        calib_agents = _arrays(calib)["senders"]
+    else:
+        from workbench.analyses.acmas import transcripts
+
+        attacked = transcripts.read(config.transcripts)
+        subject = work.subject()
+        layers = work.layers()
+        idx = sorted(set(layers.values()))
+        acts = collect.capture_messages(subject, attacked, idx, work.folder / "acts" / "user")
+        arr = _arrays(attacked)
+        A = {n: acts[pool][layers[n]] for n in names}
+        cut = np.sort(np.unique(arr["tasks"]))[len(np.unique(arr["tasks"])) // 2]
+        benign_train = (arr["tasks"] < cut) & (arr["labels"] == 0)
+        C = {n: A[n][benign_train] for n in names}
+        calib_agents = arr["senders"][benign_train]
+    return compute.evaluate_schedule(
+        schedule,
+        names,
+        C,
+        A,
+        arr["labels"],
+        arr["tasks"],
+        arr["rounds"],
+        arr["answers"],
+        agents=arr["senders"],
+        calib_agents=calib_agents,
+        seed=config.seed,
+    )
+
+
+def _flagged(config: AcmasConfig, det: ScheduleResult, schedule: str, work: _Work) -> list[int]:
+    """Agents whose test messages ``restore_detector`` (deepest layer) flags more often than not."""
+    from workbench.analyses.acmas import transcripts
+
+    arr = _arrays(transcripts.read(work.folder / "acts" / schedule / "attacked.jsonl"))
+    cut = np.sort(np.unique(arr["tasks"]))[len(np.unique(arr["tasks"])) // 2]
+    senders = arr["senders"][arr["tasks"] >= cut]
+    flags = det.preds[det.detectors.index(config.restore_detector), -1].astype(bool)
+    return [k for k in range(config.n_agents) if flags[senders == k].mean() > 0.5]
+
+
+def _restore(
+    config: AcmasConfig, schedule: str, flagged: Sequence[int], work: _Work
+) -> RestorationResult:
+    from workbench.analyses.acmas import transcripts
+    from workbench.interventions import add
+
+    subject = work.subject()
+    layers = work.layers()
+    layer = layers[config.steer_layer]
+    system = collect.build_system(
+        config.n_agents, config.frac_malicious, config.attack, config.seed
+    )
+    root = work.folder / "acts" / schedule
+    attacked = transcripts.read(root / "attacked.jsonl")
+    arr = _arrays(attacked)
+    X = collect.decision_states(subject, attacked, layer)
+    benign = X[~np.isin(arr["senders"], flagged)].mean(0)
+    edits = None
+    if flagged:
+        vector = benign - X[np.isin(arr["senders"], flagged)].mean(0)
+        edits = {f"resid_post.{layer}": add(vector.astype(np.float32), scale=config.steer_scale)}
+    questions = _questions(config.seed, config.n_tasks, "restore")
+    comp, succ = [], []
+    for defense in ("none", "isolate", "steer"):
+        t = collect.play(
+            subject,
+            system,
+            questions,
+            schedule,
+            turns=config.turns,
+            seed=config.seed + 2,
+            flagged=flagged,
+            defense=defense,
+            edits=edits,
+        )
+        final: dict[tuple[int, str], str | None] = {}
+        for m in t.messages:
+            final[(m.task, m.sender)] = m.answer
+        answers, truths, opp_a, opp_t = [], [], [], []
+        for q, a in enumerate(questions):
+            truth = str(toy.true_answer(a))
+            for _k, agent in enumerate(system.agents):
+                ans = final.get((q, agent.id))
+                answers.append(ans)
+                truths.append(truth)
+                if agent.compromised and toy.triggered(a, config.attack):
+                    opp_a.append(ans)
+                    opp_t.append(truth)
+        comp.append(compute.completion(answers, truths))
+        succ.append(compute.attack_success(opp_a, opp_t))
+    return RestorationResult(
+        ("none", "isolate", "steer"),
+        comp,
+        succ,
+        tuple(flagged),
+        tuple(system.compromised),
+        config.steer_layer,
+    )
+
+
+def run(
+    config: AcmasConfig,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> AcmasResult:
+    """The whole study: detection per schedule, then (built-in system) restoration.
+
+    Args:
+        config: The study's parameters.
+        cache_dir: Folder of the per-unit cache, the trained toy and the activation stores
+            (``None``: a temporary folder, removed afterwards).
+        progress: Show progress bars.
+    """
+    with tempfile.TemporaryDirectory(prefix="acmas-") as tmp:
+        folder = Path(cache_dir) / f"work-{config.key()}" if cache_dir is not None else Path(tmp)
+        toys = Path(cache_dir) if cache_dir is not None else Path(tmp)
+        work = _Work(config, folder, toys, progress)
+        cache = UnitCache(cache_dir, config.key())
+        schedules = config.schedules
+        if config.transcripts != "builtin":
+            from workbench.analyses.acmas import transcripts
+
+            schedules = (transcripts.read(config.transcripts).schedule,)
+        results = []
+        for schedule in tqdm(schedules, desc="schedules", disable=not progress):
+            results.append(
+                cache.get(
+                    f"detect-{schedule}",
+                    lambda s=schedule: _detect(config, s, work),
+                    ScheduleResult.from_dict,
+                )
+            )
+        notes = []
+        restoration = None
+        if config.transcripts == "builtin":
+            first = results[0]
+
+            def restore() -> RestorationResult:
+                flagged = _flagged(config, first, first.schedule, work)
+                return _restore(config, first.schedule, flagged, work)
+
+            restoration = cache.get(
+                f"restore-{first.schedule}", restore, RestorationResult.from_dict
+            )
+        else:
+            notes.append(
+                "restoration skipped: it replays the built-in system (transcripts from a file)"
+            )
+        if config.frac_malicious == 0:
+            notes.append(
+                "frac_malicious=0: no compromised agent, F1 and AUROC are undefined (0 / nan)"
+            )
+        log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
+        return AcmasResult(config.model, tuple(results), restoration, notes)
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not np.isfinite(x) else round(float(x), 4)
+
+
+def metrics(result: AcmasResult) -> dict[str, Any]:
+    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`.
+
+    Headline detection numbers are the prototype detector at the deepest selected layer;
+    ``f1_by_layer`` is its F1 at each layer, averaged over the schedules run.
+    """
+    out: dict[str, Any] = {}
+    for name in ("sync", "async"):
+        s = result.schedule(name)
+        out[f"f1_{name}"] = _num(s.metric("f1")) if s else None
+        out[f"auroc_{name}"] = _num(s.metric("auroc")) if s else None
+        out[f"fpr_{name}"] = _num(s.metric("fpr")) if s else None
+    s0 = result.schedules[0]
+    p = s0.detectors.index("prototype")
+    out["f1_by_layer"] = {
+        layer: _num(float(np.mean([s.f1[p, j] for s in result.schedules])))
+        for j, layer in enumerate(s0.layers)
+    }
+    order = [
+        "f1_sync",
+        "f1_async",
+        "auroc_sync",
+        "auroc_async",
+        "fpr_sync",
+        "fpr_async",
+        "f1_by_layer",
+    ]
+    out = {k: out[k] for k in order}
+    for name in ("sync", "async"):
+        s = result.schedule(name)
+        out[f"baseline_f1_text_{name}"] = _num(s.text_metrics[0]) if s else None
+    r = result.restoration
+    for key, metric, defense in (
+        ("task_completion_steer", "task_completion", "steer"),
+        ("task_completion_isolate", "task_completion", "isolate"),
+        ("attack_success_steer", "attack_success", "steer"),
+        ("task_completion_none", "task_completion", "none"),
+        ("attack_success_none", "attack_success", "none"),
+        ("attack_success_isolate", "attack_success", "isolate"),
+    ):
+        out[key] = _num(r.value(metric, defense)) if r else None
+    out["detectors"] = {
+        s.schedule: {
+            det: {
+                layer: {m: _num(getattr(s, m)[i, j]) for m in ("f1", "auroc", "fpr")}
+                for j, layer in enumerate(s.layers)
+            }
+            for i, det in enumerate(s.detectors)
+        }
+        | {
+            "text_baseline": dict(
+                zip(("f1", "auroc", "fpr"), map(_num, s.text_metrics), strict=True)
+            )
+        }
+        for s in result.schedules
+    }
+    return out
+
+
+def save(
+    result: AcmasResult,
+    config: AcmasConfig,
+    out_dir: str | os.PathLike[str],
+    figures: Sequence[str | os.PathLike[str]] = (),
+) -> Path:
+    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model)."""
+    return save_study(ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes)

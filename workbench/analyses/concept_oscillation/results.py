@@ -1,0 +1,339 @@
+"""The concept-oscillation study's results: frozen, typed, JSON round-trippable, with figures.
+
+``to_dict()`` gives plain JSON data and ``from_dict()`` rebuilds the object; that pair is also the
+per-unit cache format. :class:`ConceptOscillationResult` draws every figure through
+``figure(kind=...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.analyses.concept_oscillation.readout import (
+    CaseRun,
+    ProbeCurve,
+    Readout,
+    check_shape,
+    optional_float,
+)
+from workbench.arrays import frozen
+from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+FIGURES = ("follow_curve", "oscillations", "logit_diff_heatmap", "probe_accuracy")
+"""Every figure kind of :meth:`ConceptOscillationResult.figure`, in notebook order."""
+
+__all__ = [
+    "FIGURES",
+    "CaseRun",
+    "ConceptOscillationResult",
+    "FollowCurve",
+    "LogitDiffMap",
+    "OscillationSummary",
+    "ProbeCurve",
+    "Readout",
+]
+
+
+@dataclass(frozen=True)
+class FollowCurve:
+    """``P(follow a | dH)`` over the conflict cases.
+
+    Attributes:
+        dh: ``(n,)`` relative uncertainty ``2 (H_a - H_b) / (H_a + H_b)`` of every conflict.
+        follow_a: ``(n,)`` the answer with both sources is ``Y_a``.
+        used: ``(n,)`` it is ``Y_a`` or ``Y_b`` (only these enter the fit).
+        intercept: Logistic intercept (``None`` when the used cases hold one outcome only).
+        slope: Logistic slope in ``dH`` (the paper: negative).
+        balance_point: ``dH`` where the curve crosses 0.5.
+        balance_ci: Percentile bootstrap 95% interval of the balance point.
+        n_bootstrap: Bootstrap resamples.
+        bin_centers: Mean ``dH`` of each quantile bin.
+        bin_rates: Follow-A rate of each bin.
+        bin_counts: Cases in each bin.
+    """
+
+    dh: np.ndarray = field(repr=False)
+    follow_a: np.ndarray = field(repr=False)
+    used: np.ndarray = field(repr=False)
+    intercept: float | None
+    slope: float | None
+    balance_point: float | None
+    balance_ci: tuple[float, float] | None
+    n_bootstrap: int
+    bin_centers: np.ndarray = field(repr=False)
+    bin_rates: np.ndarray = field(repr=False)
+    bin_counts: np.ndarray = field(repr=False)
+
+    def __post_init__(self) -> None:
+        sets = object.__setattr__
+        sets(self, "dh", frozen(self.dh))
+        sets(self, "follow_a", frozen(self.follow_a, bool))
+        sets(self, "used", frozen(self.used, bool))
+        for name in ("bin_centers", "bin_rates"):
+            sets(self, name, frozen(getattr(self, name)))
+        sets(self, "bin_counts", frozen(self.bin_counts, np.int64))
+        for name in ("follow_a", "used"):
+            check_shape(name, getattr(self, name), self.dh.shape)
+        for name in ("bin_rates", "bin_counts"):
+            check_shape(name, getattr(self, name), self.bin_centers.shape)
+        if self.balance_ci is not None:
+            sets(self, "balance_ci", (float(self.balance_ci[0]), float(self.balance_ci[1])))
+
+    @property
+    def monotone(self) -> bool:
+        """Whether the binned follow-A rate never rises with ``dH``."""
+        return bool(len(self.bin_rates) >= 2 and np.all(np.diff(self.bin_rates) <= 0))
+
+    def predict(self, dh: Any) -> np.ndarray:
+        """The fitted ``P(follow a)`` at ``dh`` (NaN without a fit)."""
+        x = np.asarray(dh, dtype=np.float64)
+        if self.slope is None or self.intercept is None:
+            return np.full(x.shape, np.nan)
+        return 1.0 / (1.0 + np.exp(-(self.intercept + self.slope * x)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "dh": self.dh.tolist(),
+            "follow_a": self.follow_a.tolist(),
+            "used": self.used.tolist(),
+            "intercept": self.intercept,
+            "slope": self.slope,
+            "balance_point": self.balance_point,
+            "balance_ci": None if self.balance_ci is None else list(self.balance_ci),
+            "n_bootstrap": self.n_bootstrap,
+            "bin_centers": self.bin_centers.tolist(),
+            "bin_rates": self.bin_rates.tolist(),
+            "bin_counts": self.bin_counts.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FollowCurve:
+        """Inverse of :meth:`to_dict`."""
+        ci = data["balance_ci"]
+        return cls(
+            np.asarray(data["dh"], dtype=np.float64),
+            np.asarray(data["follow_a"], dtype=bool),
+            np.asarray(data["used"], dtype=bool),
+            optional_float(data["intercept"]),
+            optional_float(data["slope"]),
+            optional_float(data["balance_point"]),
+            None if ci is None else (float(ci[0]), float(ci[1])),
+            int(data["n_bootstrap"]),
+            np.asarray(data["bin_centers"], dtype=np.float64),
+            np.asarray(data["bin_rates"], dtype=np.float64),
+            np.asarray(data["bin_counts"], dtype=np.int64),
+        )
+
+
+def _mean(a: np.ndarray) -> float | None:
+    return float(a.mean()) if len(a) else None
+
+
+def _sem(a: np.ndarray) -> float | None:
+    return float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else None
+
+
+@dataclass(frozen=True)
+class OscillationSummary:
+    """Oscillation counts per case of the ambiguous conflicts, the clear ones and the controls.
+
+    Attributes:
+        ambiguous: Counts of the conflicts within 0.5 of the balance point.
+        clear: Counts of the other conflicts.
+        control: Counts of the control cases (source A irrelevant).
+    """
+
+    ambiguous: np.ndarray
+    clear: np.ndarray
+    control: np.ndarray
+
+    GROUPS = ("ambiguous", "clear", "control")
+
+    def __post_init__(self) -> None:
+        for name in self.GROUPS:
+            a = frozen(getattr(self, name), np.int64)
+            if a.ndim != 1 or (a < 0).any():
+                raise InputError(f"{name} oscillation counts must be a 1-D array of counts >= 0")
+            object.__setattr__(self, name, a)
+
+    def mean(self, group: str) -> float | None:
+        """Mean count of a group (``None`` when it is empty)."""
+        return _mean(getattr(self, group))
+
+    def sem(self, group: str) -> float | None:
+        """Standard error of that mean (``None`` with fewer than two cases)."""
+        return _sem(getattr(self, group))
+
+    @property
+    def ratio(self) -> float | None:
+        """Ambiguous over clear mean (``None`` when undefined)."""
+        a, c = self.mean("ambiguous"), self.mean("clear")
+        return None if a is None or not c else a / c
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {name: getattr(self, name).tolist() for name in self.GROUPS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OscillationSummary:
+        """Inverse of :meth:`to_dict`."""
+        return cls(*(np.asarray(data[name], dtype=np.int64) for name in cls.GROUPS))
+
+
+@dataclass(frozen=True)
+class LogitDiffMap:
+    """Mean lens ``logit(Y_a) - logit(Y_b)`` per layer and ``dH`` bin.
+
+    Attributes:
+        layers: ``(n_layers,)``.
+        dh_centers: ``(n_bins,)`` mean ``dH`` of each equal-count bin.
+        mean_diff: ``(n_layers, n_bins)``.
+        counts: ``(n_bins,)`` cases per bin.
+    """
+
+    layers: np.ndarray
+    dh_centers: np.ndarray
+    mean_diff: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", frozen(self.layers, np.int64))
+        object.__setattr__(self, "dh_centers", frozen(self.dh_centers))
+        object.__setattr__(self, "mean_diff", frozen(self.mean_diff))
+        object.__setattr__(self, "counts", frozen(self.counts, np.int64))
+        check_shape("mean_diff", self.mean_diff, (len(self.layers), len(self.dh_centers)))
+        check_shape("counts", self.counts, self.dh_centers.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "layers": self.layers.tolist(),
+            "dh_centers": self.dh_centers.tolist(),
+            "mean_diff": self.mean_diff.tolist(),
+            "counts": self.counts.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LogitDiffMap:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            np.asarray(data["layers"]),
+            np.asarray(data["dh_centers"], dtype=np.float64),
+            np.asarray(data["mean_diff"], dtype=np.float64).reshape(
+                len(data["layers"]), len(data["dh_centers"])
+            ),
+            np.asarray(data["counts"]),
+        )
+
+
+@dataclass(frozen=True)
+class ConceptOscillationResult:
+    """The whole study on one model and case set.
+
+    Attributes:
+        run: The model's readouts and the probe (:class:`CaseRun`).
+        follow: The follow curve over the conflicts.
+        ambiguous: ``(n_conflicts,)`` whether each conflict is within 0.5 of the balance point.
+        conflict_oscillations: ``(n_conflicts,)`` oscillation count of each conflict.
+        oscillations: The group summary.
+        heatmap: Lens logit difference by layer and ``dH``.
+        cases: Where the cases came from.
+        training: For the toy: the training summary (steps, losses, seconds); else ``None``.
+        notes: What was skipped or could not be shown.
+    """
+
+    run: CaseRun
+    follow: FollowCurve
+    ambiguous: np.ndarray = field(repr=False)
+    conflict_oscillations: np.ndarray = field(repr=False)
+    oscillations: OscillationSummary = field(repr=False)
+    heatmap: LogitDiffMap = field(repr=False)
+    cases: str = ""
+    training: dict[str, Any] | None = field(default=None, repr=False)
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ambiguous", frozen(self.ambiguous, bool))
+        object.__setattr__(
+            self, "conflict_oscillations", frozen(self.conflict_oscillations, np.int64)
+        )
+        object.__setattr__(self, "notes", tuple(self.notes))
+        n = self.run.conflicts.n
+        check_shape("ambiguous", self.ambiguous, (n,))
+        check_shape("conflict_oscillations", self.conflict_oscillations, (n,))
+        check_shape("follow.dh", self.follow.dh, (n,))
+
+    @property
+    def model(self) -> str:
+        """The model studied."""
+        return self.run.model
+
+    @property
+    def lens(self) -> str:
+        """The lens the layers were read through."""
+        return self.run.lens
+
+    @property
+    def probe(self) -> ProbeCurve | None:
+        """The per-layer probe."""
+        return self.run.probe
+
+    def figure_kinds(self) -> list[str]:
+        """The figures this result can draw."""
+        return [k for k in FIGURES if k != "probe_accuracy" or self.probe is not None]
+
+    def figure(self, kind: str = "follow_curve") -> go.Figure:
+        """One of the study's figures.
+
+        Args:
+            kind: One of :data:`FIGURES` (see :meth:`figure_kinds`).
+
+        Raises:
+            InputError: An unknown kind, or one this result cannot draw.
+        """
+        from workbench.analyses.concept_oscillation import figures
+
+        if kind not in FIGURES:
+            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
+        if kind not in self.figure_kinds():
+            raise InputError(
+                f"figure {kind!r} is not available for this result; "
+                f"available: {', '.join(self.figure_kinds())}"
+            )
+        return figures.BUILDERS[kind](self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "run": self.run.to_dict(),
+            "follow": self.follow.to_dict(),
+            "ambiguous": self.ambiguous.tolist(),
+            "conflict_oscillations": self.conflict_oscillations.tolist(),
+            "oscillations": self.oscillations.to_dict(),
+            "heatmap": self.heatmap.to_dict(),
+            "cases": self.cases,
+            "training": self.training,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConceptOscillationResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            CaseRun.from_dict(data["run"]),
+            FollowCurve.from_dict(data["follow"]),
+            np.asarray(data["ambiguous"], dtype=bool),
+            np.asarray(data["conflict_oscillations"], dtype=np.int64),
+            OscillationSummary.from_dict(data["oscillations"]),
+            LogitDiffMap.from_dict(data["heatmap"]),
+            data["cases"],
+            data["training"],
+            tuple(data["notes"]),
+        )

@@ -1,0 +1,257 @@
+"""The concept-oscillation study end to end: ``run(config, cache_dir)`` and its metrics.
+
+Units are cached with :class:`workbench.cache.UnitCache`: the trained toy (its folder sits next
+to its record, keyed by the fields that change it: seed and steps) and the model's readouts of
+the case set (with the probe). A rerun with the same config trains and loads nothing; the follow
+curve, its bootstrap, the groups and the oscillation counts are recomputed from the readouts
+(milliseconds).
+
+Bad input fails before any model loads: the config (:class:`ConceptOscillationConfig`), the cases
+file (missing fields by line, too few cases) and, where the model's config and tokenizer can be
+read on their own, a model without an unembedding and answers that tokenize to nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from workbench.analyses.base import save_study
+from workbench.analyses.concept_oscillation import collect, compute
+from workbench.analyses.concept_oscillation.cases import CaseSet
+from workbench.analyses.concept_oscillation.config import ConceptOscillationConfig
+from workbench.analyses.concept_oscillation.results import (
+    CaseRun,
+    ConceptOscillationResult,
+    Readout,
+)
+from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
+from workbench.cache import UnitCache
+
+log = logging.getLogger(__name__)
+
+ANALYSIS = "concept_oscillation"
+METRIC_KEYS = (
+    "follow_slope",
+    "balance_point",
+    "balance_point_ci",
+    "oscillations_ambiguous",
+    "oscillations_clear",
+    "oscillations_control",
+    "n_ambiguous",
+    "n_clear",
+    "probe_best_layer",
+    "probe_best_accuracy",
+    "follow_monotone",
+    "follow_binned",
+    "oscillation_ratio",
+    "n_conflicts",
+    "n_controls",
+    "n_follow_a",
+    "n_follow_b",
+    "n_other",
+    "probe_by_layer",
+)
+"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's ten, then
+the binned follow curve and whether it is monotone, ambiguous/clear ratio, case counts, and the
+probe accuracy at every layer."""
+SPEC = ToySpec()
+"""The toy task of the embedded default."""
+CONTROL_SHARE = 2
+"""The toy evaluates ``n_cases // CONTROL_SHARE`` control cases."""
+
+
+def cases_for(config: ConceptOscillationConfig) -> CaseSet:
+    """The run's cases: generated for the toy with ``cases="builtin"``, else read from a file.
+
+    Raises:
+        CasesError: A bad cases file (see :func:`collect.file_cases`).
+    """
+    if config.is_toy and str(config.cases).strip() == "builtin":
+        return toy_cases(SPEC, config.n_cases, config.n_cases // CONTROL_SHARE, config.seed)
+    return collect.file_cases(config)
+
+
+def check(params: Mapping[str, Any]) -> ConceptOscillationConfig:
+    """Validates notebook parameters and the cases without loading a model (for a runner).
+
+    Raises:
+        ConfigError, CasesError, LensError: One-line errors (see the module docstring).
+    """
+    config = ConceptOscillationConfig.from_params(params)
+    precheck(config, cases_for(config))
+    return config
+
+
+def precheck(config: ConceptOscillationConfig, cases: CaseSet) -> None:
+    """What can be checked of a real model before its weights load (see the module docstring)."""
+    if config.is_toy:
+        return
+    collect.precheck(config.model)
+    tokenizer, context = collect.model_tokenizer(config.model)
+    if tokenizer is not None:
+        collect.usable_cases(tokenizer, cases, context)
+
+
+TOY_IGNORES = ("model", "cases", "n_cases", "lens", "n_bootstrap")
+"""Fields that do not change the trained toy (its cache key leaves them out)."""
+READOUT_IGNORES = ("n_bootstrap",)
+"""Fields that do not change the model's readouts (the bootstrap is recomputed from them)."""
+
+
+@contextlib.contextmanager
+def _scratch(cache_dir: str | os.PathLike[str] | None) -> Iterator[Path | None]:
+    """Without a cache, a temporary folder for the toy that lives as long as the run."""
+    if cache_dir is not None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="toy-decoder-") as tmp:
+        yield Path(tmp)
+
+
+def toy_model(
+    config: ConceptOscillationConfig,
+    cache: UnitCache,
+    scratch: Path | None = None,
+    progress: bool = True,
+) -> tuple[str, dict[str, Any]]:
+    """The trained toy's folder and training summary, trained once per seed and step count.
+
+    Args:
+        config: The study's parameters (``seed``, ``toy_steps``, ``device``).
+        cache: The toy's cache (its folder holds the model next to the ``toy`` record).
+        scratch: Where to train without a cache.
+        progress: Show the training's progress bar.
+    """
+    from workbench.analyses.concept_oscillation.train_toy import train_toy
+
+    base = cache.folder if cache.folder is not None else scratch
+    if base is None:
+        raise ValueError("toy_model needs a cache folder or a scratch folder")
+    folder = base / "toy-decoder"
+    record = cache.load("toy")
+    if record is not None and (folder / f"step-{config.toy_steps}" / "config.json").is_file():
+        cache.hits.append("toy")
+        return str(folder), record
+    base.mkdir(parents=True, exist_ok=True)
+    device = "cpu" if config.device == "auto" else config.device
+    _, summary = train_toy(
+        SPEC,
+        folder,
+        steps=config.toy_steps,
+        seed=config.seed,
+        device=device,
+        progress=progress,
+    )
+    cache.save("toy", summary)
+    cache.misses.append("toy")
+    return str(folder), summary
+
+
+def readouts(config: ConceptOscillationConfig, model: str, cases: CaseSet) -> CaseRun:
+    """Loads the model once and reads out the conflicts and the controls (and fits the probe)."""
+    with collect.loaded(model, config.device) as subject:
+        context = collect.context_length(subject.model.config)
+        cases, notes = collect.usable_cases(subject.tokenizer, cases, context)
+        lens = None
+        if config.lens == "tuned":
+            lens = collect.train_lens(subject, cases, config.seed, config.batch_size)
+        fields, features = collect.readout(subject, cases.conflicts, lens, config.batch_size)
+        controls = Readout(**collect.readout(subject, cases.controls, lens, config.batch_size)[0])
+    conflicts = Readout(**fields)
+    used = conflicts.follow_a | conflicts.follow_b
+    probe, why = compute.probe_curve(features, conflicts.follow_a, used, seed=config.seed)
+    notes += [why] if why else []
+    return CaseRun(config.model, config.lens, conflicts, controls, probe, tuple(notes))
+
+
+def run(
+    config: ConceptOscillationConfig,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> ConceptOscillationResult:
+    """The whole study: cases, (the toy's training,) the model's readouts, then the analysis.
+
+    Args:
+        config: The study's parameters.
+        cache_dir: Folder of the per-unit cache (``None``: compute everything, keep nothing).
+        progress: Show progress bars (the toy's training).
+    """
+    cases = cases_for(config)
+    precheck(config, cases)
+    cache = UnitCache(cache_dir, config.key(*READOUT_IGNORES))
+    toy_cache = UnitCache(cache_dir, "toy-" + config.key(*TOY_IGNORES))
+    training: dict[str, Any] | None = None
+
+    def measure() -> CaseRun:
+        nonlocal training
+        model = config.model
+        if config.is_toy:
+            model, training = toy_model(config, toy_cache, scratch, progress)
+        return readouts(config, model, cases)
+
+    with _scratch(cache_dir) as scratch:
+        case_run = cache.get("readouts", measure, CaseRun.from_dict)
+    if config.is_toy and training is None:
+        training = toy_cache.load("toy")
+    log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
+    return compute.analyze(
+        case_run,
+        n_bootstrap=config.n_bootstrap,
+        seed=config.seed,
+        cases=cases.source,
+        training=training,
+    )
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
+    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
+    follow, osc, probe = result.follow, result.oscillations, result.probe
+    conflicts = result.run.conflicts
+    return {
+        "follow_slope": _round(follow.slope),
+        "balance_point": _round(follow.balance_point),
+        "balance_point_ci": None
+        if follow.balance_ci is None
+        else [_round(v) for v in follow.balance_ci],
+        "oscillations_ambiguous": _round(osc.mean("ambiguous")),
+        "oscillations_clear": _round(osc.mean("clear")),
+        "oscillations_control": _round(osc.mean("control")),
+        "n_ambiguous": len(osc.ambiguous),
+        "n_clear": len(osc.clear),
+        "probe_best_layer": None if probe is None else probe.best_layer,
+        "probe_best_accuracy": None if probe is None else _round(probe.best_accuracy),
+        "follow_monotone": follow.monotone,
+        "follow_binned": {
+            "dh": [_round(v) for v in follow.bin_centers],
+            "p_follow_a": [_round(v) for v in follow.bin_rates],
+            "n": follow.bin_counts.tolist(),
+        },
+        "oscillation_ratio": _round(osc.ratio),
+        "n_conflicts": conflicts.n,
+        "n_controls": result.run.controls.n,
+        "n_follow_a": int(conflicts.follow_a.sum()),
+        "n_follow_b": int(conflicts.follow_b.sum()),
+        "n_other": int(conflicts.n - (conflicts.follow_a | conflicts.follow_b).sum()),
+        "probe_by_layer": None if probe is None else [_round(v) for v in probe.accuracy],
+    }
+
+
+def save(
+    result: ConceptOscillationResult,
+    config: ConceptOscillationConfig,
+    out_dir: str | os.PathLike[str],
+    figures: Sequence[str | os.PathLike[str]] = (),
+) -> Path:
+    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model, notes)."""
+    return save_study(ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes)

@@ -1,0 +1,145 @@
+"""Trains the embedded toy decoder on the two-channel task (the study's only training).
+
+The toy is a GPT-2 (``transformers.GPT2LMHeadModel`` built from an explicit config: 6 layers,
+width 48, 4 heads) with a word-level tokenizer over the task's vocabulary (:mod:`.toy`), trained
+by :func:`workbench.train.train` with the next-token loss at the answer position only. It is saved
+with ``save_pretrained`` next to its tokenizer, so :func:`workbench.load_model` loads it like any
+local model and the study reads it with the same code as a real model (hook sites of the
+``gpt2`` family, the lens, the probes).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from workbench.analyses.concept_oscillation.toy import (
+    PAD,
+    SPECIAL,
+    UNK,
+    ToySpec,
+    compositional_parts,
+    training_batch,
+)
+from workbench.train import TrainConfig, train
+
+ARCH = {"n_layer": 6, "n_embd": 48, "n_head": 4}
+"""The toy decoder's shape."""
+BATCH = 64
+"""Training examples per step."""
+LR = 3e-3
+"""Peak learning rate (AdamW, 100 warm-up steps, cosine decay to a tenth)."""
+
+
+def tokenizer(spec: ToySpec) -> Any:
+    """A word-level tokenizer over the task's vocabulary (tokens are whitespace-separated)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(spec.vocab)}
+    core = Tokenizer(WordLevel(vocab, unk_token=UNK))
+    core.pre_tokenizer = WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token=PAD, unk_token=UNK, eos_token=PAD, bos_token=PAD
+    )
+
+
+def build_model(spec: ToySpec) -> torch.nn.Module:
+    """The untrained toy: a GPT-2 with compositional initial embeddings (see :mod:`.toy`)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    vocab = spec.vocab
+    ids = {token: i for i, token in enumerate(vocab)}
+    config = GPT2Config(
+        vocab_size=len(vocab),
+        n_positions=spec.max_length + 2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=ids[PAD],
+        eos_token_id=ids[PAD],
+        pad_token_id=ids[PAD],
+        **ARCH,
+    )
+    model = GPT2LMHeadModel(config)
+    with torch.no_grad():
+        table = model.transformer.wte.weight
+        for token, parts in compositional_parts(spec).items():
+            table[ids[token]] = sum(table[ids[p]] for p in parts) / len(parts) ** 0.5
+    return model
+
+
+def answer_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of the label at each row's answer position (the last real token)."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    rows = torch.arange(len(batch["last"]), device=logits.device)
+    return F.cross_entropy(logits[rows, batch["last"]], batch["labels"])
+
+
+def train_toy(
+    spec: ToySpec,
+    out: str | os.PathLike[str],
+    *,
+    steps: int,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> tuple[Path, dict[str, Any]]:
+    """Trains the toy and saves it as ``out/step-{steps}`` (model and tokenizer).
+
+    The folder is written under a temporary name and renamed into place when training ends
+    (:func:`workbench.train.train`), so an interrupted run leaves no half-written model.
+
+    Returns:
+        ``(folder, summary)``: the saved folder (``load_model`` takes ``out``) and the
+        training summary (steps, seconds, first and last losses, loss curve every 50 steps).
+    """
+    tok = tokenizer(spec)
+    ids = {token: i for i, token in enumerate(spec.vocab)}
+    assert all(tok.convert_tokens_to_ids(t) == ids[t] for t in SPECIAL)
+
+    def sample(step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return training_batch(spec, ids, BATCH, generator)
+
+    def save(model: torch.nn.Module, folder: Path, record: dict[str, Any]) -> None:
+        model.save_pretrained(folder)  # type: ignore[attr-defined]
+        tok.save_pretrained(folder)
+
+    config = TrainConfig(
+        steps=steps,
+        lr=LR,
+        warmup=min(100, max(1, steps // 10)),
+        seed=seed,
+        checkpoints=(steps,),
+        device=device,
+    )
+    result = train(
+        lambda: build_model(spec),
+        config,
+        loss_fn=answer_loss,
+        sample=sample,
+        out=out,
+        save=save,
+        record={"toy": {"spec": repr(spec), "arch": ARCH, "batch": BATCH}},
+        progress=progress,
+        desc="toy decoder",
+    )
+    losses = list(result.losses)
+    tail = losses[-min(100, len(losses)) :]
+    summary = {
+        "steps": steps,
+        "seconds": round(result.seconds, 2),
+        "first_loss": losses[0],
+        "final_loss": sum(tail) / len(tail),
+        "loss_curve": losses[::50],
+        "arch": dict(ARCH),
+        "batch": BATCH,
+    }
+    assert result.out is not None
+    return Path(result.out), summary
