@@ -385,3 +385,26 @@ def test_kl_of_a_student_equals_torchs_kl_div():
         rtol=1e-5,
         atol=1e-7,
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-p", "toy_depths", "8,4,16"], "toy_depths='8,4,16' is not sorted"),
+        (["-p", "toy_depths", "0,4,8"], "below 1"),
+        (["-p", "teacher", "shared"], "teacher"),
+        (["-p", "scaling_csv", "BAD"], "lacks column(s) num_tokens"),
+    ],
+)
+def test_the_cli_refuses_bad_input_with_exit_2_before_any_kernel(tmp_path, capsys, argv, message):
+    from workbench.cli import main
+
+    bad = tmp_path / "runs.csv"
+    bad.write_text("d_model,n_layers,loss\n512,8,3.0\n")
+    argv = [str(bad) if a == "BAD" else a for a in argv]
+    out = tmp_path / "out"
+    assert main(["run", "depth_ensemble", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not out.exists()
+    assert de.check({"out_dir": "x"}) == de.DepthEnsembleConfig()  # the defaults pass

@@ -82,7 +82,7 @@ from workbench.analyses.depth_ensemble.scaling import (
     fit_scaling_law,
     read_runs,
 )
-from workbench.analyses.depth_ensemble.study import ANALYSIS, run, save
+from workbench.analyses.depth_ensemble.study import ANALYSIS, check, run, save
 from workbench.analyses.depth_ensemble.summary import METRIC_KEYS, metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyFit, ToyResult, ToyStudent, ToyTeacher
 
@@ -106,6 +106,7 @@ __all__ = [
     "ToyResult",
     "ToyStudent",
     "ToyTeacher",
+    "check",
     "early_exit_fraction",
     "exit_layers",
     "fit_log_power_law",

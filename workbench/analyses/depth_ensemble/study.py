@@ -16,7 +16,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +235,22 @@ def scaling_part(
         lambda: fit_scaling_law(runs, n_bootstrap=config.bootstrap, seed=config.seed),
         ScalingFit.from_dict,
     )
+
+
+def check(params: Mapping[str, Any]) -> DepthEnsembleConfig:
+    """Checks notebook parameters before any kernel starts (``workbench run`` calls it).
+
+    Builds the config (field checks) and reads the scaling CSV (missing columns, non-positive
+    values); loads no model and trains nothing. The model's sites are checked when it loads,
+    still before any toy trains.
+
+    Raises:
+        ConfigError, InputError: One line naming the bad value.
+    """
+    config = DepthEnsembleConfig.from_params(params)
+    if config.scaling_csv.strip():
+        read_runs(config.scaling_csv)
+    return config
 
 
 def run(
