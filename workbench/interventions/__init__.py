@@ -26,7 +26,8 @@ under cached generation an edit reaches each position once, in the pass that com
 
 Helpers: :func:`steering_vector` (difference of means) and :func:`activation_patching` (a
 sites x positions sweep returning a :class:`PatchingResult` with a tidy ``.table`` and a
-heatmap ``.figure()``).
+heatmap ``.figure()``). :func:`reorder_layers` runs the blocks in another order (reversed or
+shuffled middle layers) inside a ``with`` block and restores the original order on exit.
 """
 
 from workbench.interventions.edits import (
@@ -53,6 +54,7 @@ from workbench.interventions.patching import (
     logit_diff,
 )
 from workbench.interventions.positions import Positions, TokenPass
+from workbench.interventions.reorder import reorder_layers
 from workbench.interventions.runtime import Intervention, intervene
 from workbench.interventions.steering import steering_vector
 
@@ -79,6 +81,7 @@ __all__ = [
     "logit_diff",
     "patch",
     "project_out",
+    "reorder_layers",
     "skip",
     "steering_vector",
 ]

@@ -1,0 +1,385 @@
+"""The depth-ensemble study's results: frozen, typed, JSON round-trippable, each with its figures.
+
+``to_dict()`` gives plain JSON data (non-finite numbers as ``null``) and ``from_dict()`` rebuilds
+the object; that pair is also the per-unit cache format (:class:`workbench.cache.UnitCache`).
+:class:`DepthEnsembleResult` draws every figure through ``figure(kind=...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.arrays import plain
+from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from workbench.analyses.depth_ensemble.scaling import ScalingFit
+    from workbench.analyses.depth_ensemble.toy_results import ToyResult
+
+FIGURES = ("angles_norms", "lens_loss", "layer_skip", "toy_depth", "toy_geometry", "scaling_fit")
+"""Every figure kind of :meth:`DepthEnsembleResult.figure`, in notebook order."""
+
+
+def floats(values: Any) -> np.ndarray:
+    """A read-only float64 array from numbers, where ``None`` reads as ``NaN``."""
+    if isinstance(values, np.ndarray):
+        array = np.array(values, dtype=np.float64)
+    else:
+        array = np.array(
+            [np.nan if v is None else v for v in np.asarray(values, dtype=object).ravel()],
+            dtype=np.float64,
+        ).reshape(np.shape(values))
+    array.flags.writeable = False
+    return array
+
+
+def ints(values: Any) -> np.ndarray:
+    """A read-only int64 array."""
+    array = np.array(values, dtype=np.int64)
+    array.flags.writeable = False
+    return array
+
+
+def _check(owner: str, name: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
+    if array.shape != shape:
+        raise InputError(f"{owner}.{name} has shape {array.shape}, expected {shape}")
+
+
+def nan_to_none(x: float) -> float | None:
+    """``None`` for a non-finite number (JSON has no NaN)."""
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class LayerGeometry:
+    """How the residual stream moves through depth; means over tokens (see :mod:`.compute`).
+
+    With ``L`` layers:
+
+    Attributes:
+        step_angle: ``angle(h_l, h_{l+1})`` in degrees, ``(L,)``.
+        increment_angle: ``angle(dh_l, dh_{l+1})`` in degrees, ``(L - 1,)``.
+        update_norm: ``|dh_l|``, ``(L,)``.
+        relative_update: ``|dh_l| / |h_l|``, ``(L,)``.
+        state_norm: ``|h_l|`` for ``l = 0..L``, ``(L + 1,)``.
+        angle_to_final: ``angle(h_l, h_L)`` in degrees, ``(L + 1,)``.
+        n_tokens: Tokens (or toy inputs) averaged over.
+    """
+
+    step_angle: np.ndarray
+    increment_angle: np.ndarray
+    update_norm: np.ndarray
+    relative_update: np.ndarray
+    state_norm: np.ndarray
+    angle_to_final: np.ndarray
+    n_tokens: int
+
+    ARRAYS = (
+        "step_angle",
+        "increment_angle",
+        "update_norm",
+        "relative_update",
+        "state_norm",
+        "angle_to_final",
+    )
+
+    def __post_init__(self) -> None:
+        for name in self.ARRAYS:
+            object.__setattr__(self, name, floats(getattr(self, name)))
+        n = len(self.step_angle)
+        shapes = {
+            "increment_angle": max(n - 1, 0),
+            "update_norm": n,
+            "relative_update": n,
+            "state_norm": n + 1,
+            "angle_to_final": n + 1,
+        }
+        for name, size in shapes.items():
+            _check("LayerGeometry", name, getattr(self, name), (size,))
+
+    @property
+    def n_layers(self) -> int:
+        """Blocks measured."""
+        return len(self.step_angle)
+
+    def mean_increment_angle(self) -> float:
+        """The increment angle averaged over layer pairs (``NaN`` with one layer)."""
+        finite = self.increment_angle[np.isfinite(self.increment_angle)]
+        return float(finite.mean()) if finite.size else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {**{k: plain(getattr(self, k)) for k in self.ARRAYS}, "n_tokens": self.n_tokens}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerGeometry:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: floats(data[k]) for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))
+
+
+@dataclass(frozen=True)
+class LensLoss:
+    """Per-layer next-token loss through the lenses, and early exits.
+
+    Attributes:
+        logit: Mean loss of the logit lens at each layer's output, ``(L,)``.
+        tuned: The same through the tuned lens (``None`` when it was not trained).
+        final_loss: The model's own loss on the same tokens.
+        exit_counts: Tokens whose logit-lens top-1 settles on the final top-1 from layer
+            ``0..L-1``, and ``L`` for never, ``(L + 1,)``.
+        early_exit_fraction: Share of tokens settled before the middle layer (logit lens).
+        early_exit_fraction_tuned: The same through the tuned lens (``None`` without it).
+    """
+
+    logit: np.ndarray
+    tuned: np.ndarray | None
+    final_loss: float
+    exit_counts: np.ndarray
+    early_exit_fraction: float
+    early_exit_fraction_tuned: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "logit", floats(self.logit))
+        object.__setattr__(self, "exit_counts", ints(self.exit_counts))
+        n = len(self.logit)
+        if self.tuned is not None:
+            object.__setattr__(self, "tuned", floats(self.tuned))
+            _check("LensLoss", "tuned", self.tuned, (n,))
+        _check("LensLoss", "exit_counts", self.exit_counts, (n + 1,))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "logit": plain(self.logit),
+            "tuned": None if self.tuned is None else plain(self.tuned),
+            "final_loss": nan_to_none(self.final_loss),
+            "exit_counts": self.exit_counts.tolist(),
+            "early_exit_fraction": nan_to_none(self.early_exit_fraction),
+            "early_exit_fraction_tuned": None
+            if self.early_exit_fraction_tuned is None
+            else nan_to_none(self.early_exit_fraction_tuned),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LensLoss:
+        """Inverse of :meth:`to_dict`."""
+        tuned_exit = data["early_exit_fraction_tuned"]
+        return cls(
+            logit=floats(data["logit"]),
+            tuned=None if data["tuned"] is None else floats(data["tuned"]),
+            final_loss=float(floats([data["final_loss"]])[0]),
+            exit_counts=ints(data["exit_counts"]),
+            early_exit_fraction=float(floats([data["early_exit_fraction"]])[0]),
+            early_exit_fraction_tuned=None if tuned_exit is None else float(tuned_exit),
+        )
+
+
+@dataclass(frozen=True)
+class LayerSkip:
+    """Loss changes when layers are removed or reordered (``skip()``, ``reorder_layers``).
+
+    Attributes:
+        baseline: The intact model's mean next-token loss.
+        single: Loss change with each layer removed, ``(L,)``.
+        block_sizes: Size of each removed contiguous block, ``(B,)``.
+        block_starts: Its first layer, ``(B,)``.
+        block_deltas: The loss change, ``(B,)``.
+        middle: ``(first, last)`` middle layers reordered (all but the first and the last).
+        reverse: Loss change with the middle layers reversed (``NaN`` with fewer than 2).
+        shuffle_orders: The random orders tried, ``(S, n_middle)`` (layer ids, in run order).
+        shuffle_deltas: Their loss changes, ``(S,)``.
+    """
+
+    baseline: float
+    single: np.ndarray
+    block_sizes: np.ndarray
+    block_starts: np.ndarray
+    block_deltas: np.ndarray
+    middle: tuple[int, int]
+    reverse: float
+    shuffle_orders: np.ndarray
+    shuffle_deltas: np.ndarray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "single", floats(self.single))
+        object.__setattr__(self, "block_deltas", floats(self.block_deltas))
+        object.__setattr__(self, "shuffle_deltas", floats(self.shuffle_deltas))
+        for name in ("block_sizes", "block_starts"):
+            object.__setattr__(self, name, ints(getattr(self, name)))
+        object.__setattr__(self, "middle", tuple(int(m) for m in self.middle))
+        n_middle = max(self.middle[1] - self.middle[0] + 1, 0)
+        orders = np.asarray(self.shuffle_orders, dtype=np.int64)
+        orders = ints(orders.reshape(-1, n_middle) if orders.size else np.zeros((0, n_middle)))
+        object.__setattr__(self, "shuffle_orders", orders)
+        b = len(self.block_deltas)
+        _check("LayerSkip", "block_sizes", self.block_sizes, (b,))
+        _check("LayerSkip", "block_starts", self.block_starts, (b,))
+        _check("LayerSkip", "shuffle_deltas", self.shuffle_deltas, (len(orders),))
+
+    @property
+    def n_layers(self) -> int:
+        """Layers of the model."""
+        return len(self.single)
+
+    def shuffle_mean(self) -> float:
+        """Mean loss change over the shuffles (``NaN`` without any)."""
+        return float(self.shuffle_deltas.mean()) if len(self.shuffle_deltas) else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "baseline": nan_to_none(self.baseline),
+            "single": plain(self.single),
+            "block_sizes": self.block_sizes.tolist(),
+            "block_starts": self.block_starts.tolist(),
+            "block_deltas": plain(self.block_deltas),
+            "middle": list(self.middle),
+            "reverse": nan_to_none(self.reverse),
+            "shuffle_orders": self.shuffle_orders.tolist(),
+            "shuffle_deltas": plain(self.shuffle_deltas),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerSkip:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            baseline=float(floats([data["baseline"]])[0]),
+            single=floats(data["single"]),
+            block_sizes=ints(data["block_sizes"]),
+            block_starts=ints(data["block_starts"]),
+            block_deltas=floats(data["block_deltas"]),
+            middle=tuple(data["middle"]),
+            reverse=float(floats([data["reverse"]])[0]),
+            shuffle_orders=np.asarray(data["shuffle_orders"], dtype=np.int64),
+            shuffle_deltas=floats(data["shuffle_deltas"]),
+        )
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """What the study measured on the model.
+
+    Attributes:
+        model: The model's name.
+        revision: Its revision (``None``: as loaded).
+        geometry: The residual stream's layer geometry.
+        lens: Lens losses and early exits (``None`` for a model without an LM head).
+        skip: Layer removal and reordering (``None`` for a model without an LM head).
+    """
+
+    model: str
+    revision: str | None
+    geometry: LayerGeometry
+    lens: LensLoss | None = None
+    skip: LayerSkip | None = None
+
+    def __post_init__(self) -> None:
+        n = self.geometry.n_layers
+        for part, size in (
+            ("lens", self.lens and len(self.lens.logit)),
+            ("skip", self.skip and self.skip.n_layers),
+        ):
+            if size is not None and size != n:
+                raise InputError(f"ModelResult.{part} covers {size} layers, geometry {n}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": self.model,
+            "revision": self.revision,
+            "geometry": self.geometry.to_dict(),
+            "lens": None if self.lens is None else self.lens.to_dict(),
+            "skip": None if self.skip is None else self.skip.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data["model"],
+            data["revision"],
+            LayerGeometry.from_dict(data["geometry"]),
+            None if data["lens"] is None else LensLoss.from_dict(data["lens"]),
+            None if data["skip"] is None else LayerSkip.from_dict(data["skip"]),
+        )
+
+
+@dataclass(frozen=True)
+class DepthEnsembleResult:
+    """The whole study: the model's layers, the toys and the scaling fit.
+
+    Attributes:
+        model: The model part (``None`` when ``model="none"``).
+        toys: The teacher-student toys.
+        scaling: The scaling-law fit (``None`` when ``scaling_csv`` is empty).
+        notes: What was skipped and why, and how the settings differ from the paper's.
+    """
+
+    model: ModelResult | None
+    toys: ToyResult
+    scaling: ScalingFit | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def figure_kinds(self) -> list[str]:
+        """The figure kinds this result can draw."""
+        kinds = []
+        if self.model is not None:
+            kinds.append("angles_norms")
+            if self.model.lens is not None:
+                kinds.append("lens_loss")
+            if self.model.skip is not None:
+                kinds.append("layer_skip")
+        kinds += ["toy_depth", "toy_geometry"]
+        if self.scaling is not None:
+            kinds.append("scaling_fit")
+        return kinds
+
+    def figure(self, kind: str = "toy_depth") -> go.Figure:
+        """One of the study's figures.
+
+        Args:
+            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
+
+        Raises:
+            InputError: An unknown kind, or one this result cannot draw.
+        """
+        from workbench.analyses.depth_ensemble import figures
+
+        if kind not in FIGURES:
+            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
+        if kind not in self.figure_kinds():
+            raise InputError(
+                f"figure {kind!r} is not available for this result; "
+                f"available: {', '.join(self.figure_kinds())}"
+            )
+        return figures.BUILDERS[kind](self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": None if self.model is None else self.model.to_dict(),
+            "toys": self.toys.to_dict(),
+            "scaling": None if self.scaling is None else self.scaling.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DepthEnsembleResult:
+        """Inverse of :meth:`to_dict`."""
+        from workbench.analyses.depth_ensemble.scaling import ScalingFit
+        from workbench.analyses.depth_ensemble.toy_results import ToyResult
+
+        return cls(
+            None if data["model"] is None else ModelResult.from_dict(data["model"]),
+            ToyResult.from_dict(data["toys"]),
+            None if data["scaling"] is None else ScalingFit.from_dict(data["scaling"]),
+            tuple(data["notes"]),
+        )

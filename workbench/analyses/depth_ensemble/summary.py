@@ -1,0 +1,112 @@
+"""The depth-ensemble study's ``results.json`` metrics: :data:`METRIC_KEYS`, :func:`metrics`.
+
+The issue's ten keys come first (per-layer step and increment angles and single-layer skip
+deltas of the model, its early-exit share, the toys' depth exponents and their teachers'
+increment angles, the Chinchilla refit's depth exponent and its standard error), then extras.
+A part that did not run (``model="none"``, an encoder without a head, an empty ``scaling_csv``)
+reports ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workbench.analyses.depth_ensemble.results import DepthEnsembleResult, nan_to_none
+
+METRIC_KEYS = (
+    "step_angle_deg",
+    "increment_angle_deg",
+    "layer_skip_delta_loss",
+    "early_exit_fraction",
+    "alpha_independent",
+    "alpha_tied",
+    "increment_angle_independent_deg",
+    "increment_angle_tied_deg",
+    "chinchilla_alpha_depth",
+    "chinchilla_alpha_depth_se",
+    # extras
+    "angle_to_final_deg",
+    "update_norm",
+    "logit_lens_loss",
+    "tuned_lens_loss",
+    "model_loss",
+    "early_exit_fraction_tuned",
+    "block_skip_delta_loss",
+    "reverse_middle_delta_loss",
+    "shuffle_middle_delta_loss",
+    "alpha_independent_se",
+    "alpha_tied_se",
+    "toy_loss",
+    "toy_loglog_slope",
+    "student_increment_angle_deg",
+    "teacher_entropy",
+    "chinchilla_fit",
+)
+"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's ten first,
+then extras."""
+
+
+def _lists(values: Any) -> list[float | None]:
+    return [nan_to_none(float(v)) for v in np.asarray(values, dtype=np.float64)]
+
+
+def metrics(result: DepthEnsembleResult) -> dict[str, Any]:
+    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
+    model, toy, scaling = result.model, result.toys, result.scaling
+    geometry = model.geometry if model else None
+    lens = model.lens if model else None
+    skip = model.skip if model else None
+
+    def alpha(kind: str, attr: str = "a") -> float | None:
+        fit = toy.fit(kind)
+        return None if fit is None else nan_to_none(getattr(fit, attr))
+
+    def teacher_angle(kind: str) -> float | None:
+        teacher = toy.teacher(kind)
+        return None if teacher is None else nan_to_none(teacher.geometry.mean_increment_angle())
+
+    blocks = {}
+    if skip is not None:
+        for size, start, delta in zip(
+            skip.block_sizes, skip.block_starts, skip.block_deltas, strict=True
+        ):
+            blocks[f"{start}-{start + size - 1}"] = nan_to_none(delta)
+    return {
+        "step_angle_deg": _lists(geometry.step_angle) if geometry else None,
+        "increment_angle_deg": _lists(geometry.increment_angle) if geometry else None,
+        "layer_skip_delta_loss": _lists(skip.single) if skip else None,
+        "early_exit_fraction": nan_to_none(lens.early_exit_fraction) if lens else None,
+        "alpha_independent": alpha("independent"),
+        "alpha_tied": alpha("tied"),
+        "increment_angle_independent_deg": teacher_angle("independent"),
+        "increment_angle_tied_deg": teacher_angle("tied"),
+        "chinchilla_alpha_depth": scaling.value("a_l") if scaling else None,
+        "chinchilla_alpha_depth_se": scaling.error("a_l") if scaling else None,
+        "angle_to_final_deg": _lists(geometry.angle_to_final) if geometry else None,
+        "update_norm": _lists(geometry.update_norm) if geometry else None,
+        "logit_lens_loss": _lists(lens.logit) if lens else None,
+        "tuned_lens_loss": _lists(lens.tuned) if lens and lens.tuned is not None else None,
+        "model_loss": nan_to_none(skip.baseline) if skip else None,
+        "early_exit_fraction_tuned": lens.early_exit_fraction_tuned if lens else None,
+        "block_skip_delta_loss": blocks or None,
+        "reverse_middle_delta_loss": nan_to_none(skip.reverse) if skip else None,
+        "shuffle_middle_delta_loss": nan_to_none(skip.shuffle_mean()) if skip else None,
+        "alpha_independent_se": alpha("independent", "a_bootstrap_se"),
+        "alpha_tied_se": alpha("tied", "a_bootstrap_se"),
+        "toy_loss": {
+            f.teacher: {str(d): nan_to_none(v) for d, v in zip(f.depths, f.losses, strict=True)}
+            for f in toy.fits
+        },
+        "toy_loglog_slope": {f.teacher: nan_to_none(f.loglog_slope) for f in toy.fits},
+        "student_increment_angle_deg": {
+            t.kind: {
+                str(s.depth): nan_to_none(s.geometry.mean_increment_angle())
+                for s in toy.students_of(t.kind)
+            }
+            for t in toy.teachers
+        },
+        "teacher_entropy": {t.kind: t.entropy for t in toy.teachers},
+        "chinchilla_fit": scaling.summary() if scaling else None,
+    }
