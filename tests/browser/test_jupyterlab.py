@@ -58,10 +58,21 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
         },
         "concept_oscillation": {"n_cases": 40, "toy_steps": 60, "n_bootstrap": 100},
         "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4, "toy_steps": 60},
+        "depth_ensemble": {
+            "model": model,
+            "n_texts": 8,
+            "max_length": 16,
+            "toy_depths": "1,2,3",
+            "toy_steps": 20,
+            "toy_pool": 512,
+            "lens_steps": 5,
+            "bootstrap": 10,
+            "device": "cpu",
+        },
     }[analysis]
 
 
-ANALYSES = ["anisotropy", "readouts", "concept_oscillation", "acmas"]
+ANALYSES = ["anisotropy", "readouts", "concept_oscillation", "depth_ensemble", "acmas"]
 """Analyses whose notebook is driven in JupyterLab (progress bars: those that show one)."""
 WIDGET_BARS = {"anisotropy"}
 
