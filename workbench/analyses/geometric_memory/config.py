@@ -54,7 +54,7 @@ class GeometricMemoryConfig(StudyConfig):
 
     graph: str = "path_star"
     degree: int = 5
-    path_length: int = 4
+    path_length: int = 3
     n_nodes: int = 16
     n_layers: int = 1
     d_model: int = 32
