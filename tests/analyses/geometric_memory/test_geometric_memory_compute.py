@@ -1,7 +1,8 @@
-"""Geometric-memory pure parts: metrics against brute force, networkx and scipy; graphs; sequences."""
+"""Geometric-memory pure parts: metrics against brute force, networkx, scipy; graphs; sequences."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import networkx as nx
@@ -126,9 +127,13 @@ def test_path_star_structure_labels_and_folds():
     task = gm.build_graph("path_star", degree=4, path_length=3, seed=1)
     g = nx.Graph(task.edges)
     assert task.n_nodes == 13 and len(task.edges) == 12 and nx.is_tree(g)
-    assert task.root == 0 and g.degree(0) == 4 and sorted(task.groups) == [-1] + sorted([0, 1, 2, 3] * 3)
+    assert (
+        task.root == 0
+        and g.degree(0) == 4
+        and sorted(task.groups) == [-1, *sorted([0, 1, 2, 3] * 3)]
+    )
     assert all(p[0] == 0 and len(p) == 4 and g.degree(p[-1]) == 1 for p in task.paths)
-    assert all(g.has_edge(a, b) for p in task.paths for a, b in zip(p, p[1:], strict=False))
+    assert all(g.has_edge(a, b) for p in task.paths for a, b in itertools.pairwise(p))
     assert sorted(task.tokens) == list(range(13))
     assert task.tokens != gm.build_graph("path_star", degree=4, path_length=3, seed=2).tokens
     folds = task.folds()
@@ -194,7 +199,7 @@ def test_edge_file_errors_name_the_line(tmp_path):
     good.write_text("5=6\n6=7\n7=5\n7=8\n")
     (tmp_path / "k_train_1.txt").write_text("8=5,7,8\n")
     (tmp_path / "k_test_1.txt").write_text("5=8,7\n")  # ends at 7, not at its target 5
-    with pytest.raises(InputError, match="k_test_1.txt line 1"):
+    with pytest.raises(InputError, match=r"k_test_1\.txt line 1"):
         gm.build_graph(str(good))
     (tmp_path / "k_test_1.txt").write_text("5=8,7,5\n")
     task = gm.build_graph(str(good))
@@ -215,7 +220,7 @@ def test_bad_sizes_and_held_out_counts_are_one_line_config_errors():
 
 def test_edge_and_path_sequences_carry_the_labels():
     task = gm.build_graph("path_star", degree=3, path_length=2, seed=0)
-    edge, path, pad = sequences.specials(task.n_nodes)
+    edge, path, _ = sequences.specials(task.n_nodes)
     ids, labels = sequences.edge_data(task, "both")
     assert ids.shape == (12, 3) and (ids[:, 0] == edge).all()
     facts = {(task.tokens[u], task.tokens[v]) for u, v in task.directed_edges("both")}
@@ -241,7 +246,7 @@ def test_incontext_examples_are_relabelled_copies_of_the_graph():
         assert query[0] == sequences.specials(task.n_nodes)[1]
         walk = query[2:]
         assert walk[-1] == query[1]  # the path ends at its target
-        assert all((a, b) in facts for a, b in zip(walk, walk[1:], strict=False))
+        assert all((a, b) in facts for a, b in itertools.pairwise(walk))
         assert [x for x in lab if x != sequences.IGNORE] == walk[1:]
         firsts.add(walk[0])
     assert len(firsts) > 1  # the centre gets a fresh label per example

@@ -127,7 +127,9 @@ def cooccurrence_graph(
     return TokenGraph(tuple(ids), tuple(sub), tuple(labels))
 
 
-def embedding_geometry(subject: Any, graph: TokenGraph, *, name: str | None = None) -> EmbeddingGeometry:
+def embedding_geometry(
+    subject: Any, graph: TokenGraph, *, name: str | None = None
+) -> EmbeddingGeometry:
     """The geometry of a model's input-embedding rows for the graph's tokens.
 
     Args:
@@ -143,7 +145,9 @@ def embedding_geometry(subject: Any, graph: TokenGraph, *, name: str | None = No
     table = model.get_input_embeddings().weight.detach()
     ids = np.asarray(graph.token_ids)
     if ids.max() >= table.shape[0] or ids.min() < 0:
-        raise InputError(f"token id {int(ids.max())} outside the embedding table of {table.shape[0]} rows")
+        raise InputError(
+            f"token id {int(ids.max())} outside the embedding table of {table.shape[0]} rows"
+        )
     rows = table[ids].double().cpu().numpy()
     label = name or getattr(subject, "name", type(model).__name__)
     return compute.measure_embeddings(label, rows, graph.adjacency)

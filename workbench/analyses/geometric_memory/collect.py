@@ -76,11 +76,20 @@ def edge_top5(model: torch.nn.Module, graph: GraphTask) -> np.ndarray:
     return node_of[top]
 
 
-def _train_config(steps: int, lr: float, weight_decay: float, seed: int, device: str, **kw: Any) -> TrainConfig:
+def _train_config(
+    steps: int, lr: float, weight_decay: float, seed: int, device: str, **kw: Any
+) -> TrainConfig:
     return TrainConfig(
-        steps=steps, lr=lr, weight_decay=weight_decay, grad_clip=None, min_lr_ratio=0.1,
-        warmup=0, seed=seed, device=device, **kw,
-    )  # fmt: skip
+        steps=steps,
+        lr=lr,
+        weight_decay=weight_decay,
+        grad_clip=None,
+        min_lr_ratio=0.1,
+        warmup=0,
+        seed=seed,
+        device=device,
+        **kw,
+    )
 
 
 def memorize_edges(
@@ -107,10 +116,18 @@ def memorize_edges(
             "level": compute.geometric_level(node_embeddings(model, graph), adjacency),
         }
 
-    config = _train_config(epochs, lr, weight_decay, seed, device,
-                           eval_every=max(1, epochs // CURVE_POINTS))  # fmt: skip
-    result = train(lambda: build_transformer(spec), config, data=data, loss_fn=lm_loss,
-                   evaluate=evaluate, progress=progress, desc=desc)  # fmt: skip
+    config = _train_config(
+        epochs, lr, weight_decay, seed, device, eval_every=max(1, epochs // CURVE_POINTS)
+    )
+    result = train(
+        lambda: build_transformer(spec),
+        config,
+        data=data,
+        loss_fn=lm_loss,
+        evaluate=evaluate,
+        progress=progress,
+        desc=desc,
+    )
     model = result.model.eval()
     losses = [float("nan"), *result.losses]
     curve = TrainingCurve(
@@ -123,7 +140,9 @@ def memorize_edges(
 
 
 @torch.no_grad()
-def first_steps(model: torch.nn.Module, graph: GraphTask, paths: Sequence[Sequence[int]]) -> PathAccuracy:
+def first_steps(
+    model: torch.nn.Module, graph: GraphTask, paths: Sequence[Sequence[int]]
+) -> PathAccuracy:
     """Whether the model's first step after ``[PATH] target start`` is the path's, per query."""
     device = next(model.parameters()).device
     prompts, firsts = sequences.query_prompts(graph, paths)
@@ -163,8 +182,14 @@ def finetune_paths(
             model.transformer.wte.weight.requires_grad_(False)
         return model
 
-    result = train(build, _train_config(epochs, lr, 0.0, seed, device), data=data, loss_fn=lm_loss,
-                   progress=progress, desc="paths")  # fmt: skip
+    result = train(
+        build,
+        _train_config(epochs, lr, 0.0, seed, device),
+        data=data,
+        loss_fn=lm_loss,
+        progress=progress,
+        desc="paths",
+    )
     model = result.model.eval()
     held = first_steps(model, graph, graph.test_paths)
     fitted = first_steps(model, graph, graph.train_paths)
@@ -172,18 +197,34 @@ def finetune_paths(
 
 
 def train_tied_node2vec(
-    graph: GraphTask, dim: int, *, steps: int = 500, lr: float = 0.05, seed: int = 0,
-    device: str = "cpu", progress: bool = False,
-) -> np.ndarray:  # fmt: skip
+    graph: GraphTask,
+    dim: int,
+    *,
+    steps: int = 500,
+    lr: float = 0.05,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = False,
+) -> np.ndarray:
     """The paper's tied Node2Vec embeddings, ``(n_nodes, dim)`` in canonical order."""
     targets = neighbour_targets(torch.as_tensor(graph.adjacency))
-    config = TrainConfig(steps=steps, lr=lr, weight_decay=0.0, grad_clip=None, seed=seed, device=device)
-    result = train(lambda: TiedNode2Vec(graph.n_nodes, dim), config, data=targets,
-                   loss_fn=lambda model, batch: model(batch), progress=progress, desc="node2vec")  # fmt: skip
+    config = TrainConfig(
+        steps=steps, lr=lr, weight_decay=0.0, grad_clip=None, seed=seed, device=device
+    )
+    result = train(
+        lambda: TiedNode2Vec(graph.n_nodes, dim),
+        config,
+        data=targets,
+        loss_fn=lambda model, batch: model(batch),
+        progress=progress,
+        desc="node2vec",
+    )
     return result.model.weight.detach().double().cpu().numpy()
 
 
-def random_walks(graph: GraphTask, *, walks_per_node: int, length: int, seed: int) -> list[list[str]]:
+def random_walks(
+    graph: GraphTask, *, walks_per_node: int, length: int, seed: int
+) -> list[list[str]]:
     """Uniform random walks (Node2Vec with ``p = q = 1``) from every node, as string tokens."""
     rng = np.random.default_rng(seed)
     nbrs: list[list[int]] = [[] for _ in range(graph.n_nodes)]
@@ -201,14 +242,20 @@ def random_walks(graph: GraphTask, *, walks_per_node: int, length: int, seed: in
 
 
 def _stable_hash(text: str) -> int:
-    """gensim's vector seeding hash, made independent of ``PYTHONHASHSEED``."""
+    """Gensim's vector seeding hash, made independent of ``PYTHONHASHSEED``."""
     return zlib.crc32(text.encode())
 
 
 def train_walk_node2vec(
-    graph: GraphTask, dim: int, *, walks_per_node: int = 10, length: int = 40, window: int = 5,
-    epochs: int = 5, seed: int = 0,
-) -> np.ndarray:  # fmt: skip
+    graph: GraphTask,
+    dim: int,
+    *,
+    walks_per_node: int = 10,
+    length: int = 40,
+    window: int = 5,
+    epochs: int = 5,
+    seed: int = 0,
+) -> np.ndarray:
     """Classic Node2Vec (p = q = 1) through gensim: ``(n_nodes, dim)`` in canonical order.
 
     One worker thread and a stable hash make it deterministic for a seed.
@@ -216,10 +263,25 @@ def train_walk_node2vec(
     from gensim.models import Word2Vec
 
     walks = random_walks(graph, walks_per_node=walks_per_node, length=length, seed=seed)
-    model = Word2Vec(
-        walks, vector_size=dim, window=window, min_count=0, sg=1, negative=5, workers=1,
-        epochs=epochs, seed=seed, hashfxn=_stable_hash,
-    )  # fmt: skip
+    quiet = logging.getLogger("gensim")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:  # sample=0: frequent-word downsampling would drop most walks of a tiny vocabulary
+        model = Word2Vec(
+            walks,
+            vector_size=dim,
+            window=window,
+            min_count=0,
+            sg=1,
+            negative=5,
+            workers=1,
+            epochs=epochs,
+            seed=seed,
+            hashfxn=_stable_hash,
+            sample=0,
+        )
+    finally:
+        quiet.setLevel(level)
     return np.stack([model.wv[str(u)] for u in range(graph.n_nodes)]).astype(np.float64)
 
 
@@ -246,9 +308,17 @@ def train_incontext(
     def sample(step: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         return sequences.incontext_batch(graph, paths, directions, batch, generator)
 
-    config = TrainConfig(steps=steps, lr=lr, weight_decay=0.0, grad_clip=1.0, seed=seed, device=device)
-    result = train(lambda: build_transformer(spec), config, sample=sample, loss_fn=lm_loss,
-                   progress=progress, desc="in-context")  # fmt: skip
+    config = TrainConfig(
+        steps=steps, lr=lr, weight_decay=0.0, grad_clip=1.0, seed=seed, device=device
+    )
+    result = train(
+        lambda: build_transformer(spec),
+        config,
+        sample=sample,
+        loss_fn=lm_loss,
+        progress=progress,
+        desc="in-context",
+    )
     model = result.model.eval()
     generator = torch.Generator().manual_seed(seed + 10_007)
     ids, labels = sequences.incontext_batch(graph, graph.test_paths, directions, n_test, generator)
@@ -265,7 +335,9 @@ def train_incontext(
     for r in range(len(ids)):
         srcs = facts[r, :, 1]
         dsts = facts[r, :, 2]
-        nb = set(dsts[srcs == start_tokens[r]].tolist()) | set(srcs[dsts == start_tokens[r]].tolist())
+        nb = set(dsts[srcs == start_tokens[r]].tolist()) | set(
+            srcs[dsts == start_tokens[r]].tolist()
+        )
         chance.append(1.0 / max(1, len(nb)))
     return PathAccuracy(tuple(bool(c) for c in correct), tuple(chance))
 
@@ -279,6 +351,14 @@ def umap_coordinates(embeddings: np.ndarray, *, seed: int) -> np.ndarray:
     n = len(embeddings)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reducer = umap.UMAP(n_components=2, n_neighbors=min(8, n - 1), metric="cosine",
-                            random_state=seed, init="random", n_jobs=1)  # fmt: skip
-        return np.asarray(reducer.fit_transform(np.asarray(embeddings, dtype=np.float32)), dtype=np.float64)
+        reducer = umap.UMAP(
+            n_components=2,
+            n_neighbors=min(8, n - 1),
+            metric="cosine",
+            random_state=seed,
+            init="random",
+            n_jobs=1,
+        )
+        return np.asarray(
+            reducer.fit_transform(np.asarray(embeddings, dtype=np.float32)), dtype=np.float64
+        )

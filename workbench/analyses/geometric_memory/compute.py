@@ -57,7 +57,9 @@ def laplacian_spectrum(adjacency: Any) -> tuple[np.ndarray, np.ndarray]:
     np.fill_diagonal(a, 0.0)
     deg = a.sum(1)
     if (deg <= 0).any():
-        raise InputError(f"node {int(np.argmin(deg))} has no edge; the Laplacian needs none isolated")
+        raise InputError(
+            f"node {int(np.argmin(deg))} has no edge; the Laplacian needs none isolated"
+        )
     s = 1.0 / np.sqrt(deg)
     lap = np.eye(len(a)) - s[:, None] * a * s[None, :]
     values, vectors = np.linalg.eigh(lap)
@@ -154,8 +156,10 @@ def edge_recovery(top: Any, edges: Sequence[tuple[int, int]]) -> float:
 
 
 def laplacian_eigenmap(adjacency: Any, dim: int) -> np.ndarray:
-    """Laplacian eigenmap (Belkin & Niyogi, 2003): ``D^-1/2`` times the ``dim`` smallest
-    non-trivial eigenvectors of the normalized Laplacian, ``(n, min(dim, n - 1))``."""
+    """Laplacian eigenmap (Belkin & Niyogi, 2003), ``(n, min(dim, n - 1))``.
+
+    ``D^-1/2`` times the ``dim`` smallest non-trivial eigenvectors of the normalized Laplacian.
+    """
     a = np.asarray(adjacency, dtype=np.float64)
     _, vectors = laplacian_spectrum(a)
     deg = np.maximum(a, a.T).sum(1)
@@ -173,7 +177,6 @@ def pca2(embeddings: Any) -> np.ndarray:
         scores = np.pad(scores, ((0, 0), (0, 2 - scores.shape[1])))
     flip = np.sign(scores[np.argmax(np.abs(scores), axis=0), [0, 1]])
     return scores * np.where(flip == 0, 1.0, flip)
-
 
 
 def measure_embeddings(

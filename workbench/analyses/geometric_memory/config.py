@@ -47,8 +47,14 @@ class GeometricMemoryConfig(StudyConfig):
     """
 
     POSITIVE: ClassVar[tuple[str, ...]] = (
-        "degree", "path_length", "n_nodes", "n_layers", "d_model", "epochs", "path_epochs",
-    )  # fmt: skip
+        "degree",
+        "path_length",
+        "n_nodes",
+        "n_layers",
+        "d_model",
+        "epochs",
+        "path_epochs",
+    )
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
     CACHE_VERSION: ClassVar[int] = 1
 
@@ -74,27 +80,52 @@ class GeometricMemoryConfig(StudyConfig):
     def __post_init__(self) -> None:
         self.validate()
         if not isinstance(self.graph, str) or not self.graph.strip():
-            raise ConfigError("graph must name a family (path_star, grid, ...) or an edge-list file")
+            raise ConfigError(
+                "graph must name a family (path_star, grid, ...) or an edge-list file"
+            )
         for name in ("tied", "ingredients", "umap"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.n_heldout is not None and (
-            isinstance(self.n_heldout, bool) or not isinstance(self.n_heldout, int) or self.n_heldout < 1
+            isinstance(self.n_heldout, bool)
+            or not isinstance(self.n_heldout, int)
+            or self.n_heldout < 1
         ):
-            raise ConfigError(f"n_heldout must be an integer of at least 1 or None, got {self.n_heldout!r}")
-        if isinstance(self.incontext_epochs, bool) or not isinstance(self.incontext_epochs, int) or self.incontext_epochs < 0:
-            raise ConfigError(f"incontext_epochs must be an integer of at least 0, got {self.incontext_epochs!r}")
+            raise ConfigError(
+                f"n_heldout must be an integer of at least 1 or None, got {self.n_heldout!r}"
+            )
+        if (
+            isinstance(self.incontext_epochs, bool)
+            or not isinstance(self.incontext_epochs, int)
+            or self.incontext_epochs < 0
+        ):
+            raise ConfigError(
+                f"incontext_epochs must be an integer of at least 0, got {self.incontext_epochs!r}"
+            )
         for name in ("lr", "weight_decay"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
                 raise ConfigError(f"{name} must be a number, got {value!r}")
         if self.lr <= 0 or self.weight_decay < 0:
-            raise ConfigError(f"lr must be positive and weight_decay at least 0, got {self.lr}, {self.weight_decay}")
+            raise ConfigError(
+                "lr must be positive and weight_decay at least 0, "
+                f"got {self.lr}, {self.weight_decay}"
+            )
         if self.seed < 0:
             raise ConfigError(f"seed must be at least 0, got {self.seed}")
         self.graph_task()  # a bad file, a disconnected graph or too many held-out paths fail here
 
     def graph_task(self) -> GraphTask:
         """The graph, its path queries and labels (cheap: the config builds it once to check)."""
-        return build_graph(self.graph, degree=self.degree, path_length=self.path_length,
-                           n_nodes=self.n_nodes, n_heldout=self.n_heldout, seed=self.seed)  # fmt: skip
+        return build_graph(
+            self.graph,
+            degree=self.degree,
+            path_length=self.path_length,
+            n_nodes=self.n_nodes,
+            n_heldout=self.n_heldout,
+            seed=self.seed,
+        )

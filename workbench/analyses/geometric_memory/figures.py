@@ -60,14 +60,26 @@ def projections(result: GeometricMemoryResult) -> go.Figure:
     names = [n for n in (*MODELS, "eigenmap") if n in geos]
     with_umap = any(geos[n].umap is not None for n in names)
     rows = ["UMAP", "PCA"] if with_umap else ["PCA"]
-    titles = [f"{_title(n)}: {row}" if not (n == "eigenmap" and row == "PCA") else
-              f"{_title(n)}: eigenvectors 1-2" for row in rows for n in names]  # fmt: skip
-    fig = make_subplots(rows=len(rows), cols=len(names), subplot_titles=titles,
-                        horizontal_spacing=0.03, vertical_spacing=0.12)  # fmt: skip
+    titles = [
+        f"{_title(n)}: {row}"
+        if not (n == "eigenmap" and row == "PCA")
+        else f"{_title(n)}: eigenvectors 1-2"
+        for row in rows
+        for n in names
+    ]
+    fig = make_subplots(
+        rows=len(rows),
+        cols=len(names),
+        subplot_titles=titles,
+        horizontal_spacing=0.03,
+        vertical_spacing=0.12,
+    )
     colors, label = _colors(result)
     numeric = not isinstance(colors[0], str)
-    labels = [f"node {i}, {label} {result.graph.groups[i] if not numeric else colors[i]}"
-              for i in range(result.graph.n_nodes)]  # fmt: skip
+    labels = [
+        f"node {i}, {label} {result.graph.groups[i] if not numeric else colors[i]}"
+        for i in range(result.graph.n_nodes)
+    ]
     for r, row in enumerate(rows, 1):
         for c, name in enumerate(names, 1):
             geo = geos[name]
@@ -80,15 +92,38 @@ def projections(result: GeometricMemoryResult) -> go.Figure:
             else:
                 xy = compute.pca2(geo.embeddings)
             ex, ey = _edge_lines(xy, result.graph.edges)
-            fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#bbb", "width": 1},
-                                     hoverinfo="skip", showlegend=False), row=r, col=c)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=ex,
+                    y=ey,
+                    mode="lines",
+                    line={"color": "#bbb", "width": 1},
+                    hoverinfo="skip",
+                    showlegend=False,
+                ),
+                row=r,
+                col=c,
+            )
             marker = {"size": 7, "color": colors, "line": {"width": 0.5, "color": "#333"}}
             if numeric:
-                marker.update(colorscale="Viridis", showscale=(r == 1 and c == len(names)),
-                              colorbar={"title": {"text": label}, "len": 0.5})  # fmt: skip
-            fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", marker=marker,
-                                     text=labels, hoverinfo="text", showlegend=False),
-                          row=r, col=c)  # fmt: skip
+                marker.update(
+                    colorscale="Viridis",
+                    showscale=(r == 1 and c == len(names)),
+                    colorbar={"title": {"text": label}, "len": 0.5},
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=xy[:, 0],
+                    y=xy[:, 1],
+                    mode="markers",
+                    marker=marker,
+                    text=labels,
+                    hoverinfo="text",
+                    showlegend=False,
+                ),
+                row=r,
+                col=c,
+            )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
     fig.update_annotations(font_size=10)
@@ -106,11 +141,17 @@ def spectral_energy(result: GeometricMemoryResult) -> go.Figure:
     for name in (*MODELS, "eigenmap"):
         if name not in geos:
             continue
-        fig.add_trace(go.Scatter(
-            x=rank, y=geos[name].spectral_energy, mode="lines+markers", name=_title(name),
-            customdata=result.eigenvalues,
-            hovertemplate="rank %{x}<br>eigenvalue %{customdata:.3f}<br>share %{y:.3f}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=rank,
+                y=geos[name].spectral_energy,
+                mode="lines+markers",
+                name=_title(name),
+                customdata=result.eigenvalues,
+                hovertemplate="rank %{x}<br>eigenvalue %{customdata:.3f}<br>"
+                "share %{y:.3f}<extra></extra>",
+            )
+        )
     fig.add_hline(y=1 / len(rank), line_dash="dot", annotation_text="uniform (random)")
     fig.add_vline(x=result.top_k + 0.5, line_dash="dash", annotation_text=f"top {result.top_k}")
     fig.update_xaxes(title_text="Laplacian eigenvector (smallest non-trivial eigenvalue first)")
@@ -125,20 +166,43 @@ def similarity(result: GeometricMemoryResult) -> go.Figure:
 
     geos = result.geometries()
     names = [n for n in ("transformer", "control", "node2vec") if n in geos]
-    fig = make_subplots(rows=1, cols=len(names) + 1, horizontal_spacing=0.04,
-                        subplot_titles=["graph distance (hops)", *map(_title, names)])  # fmt: skip
+    fig = make_subplots(
+        rows=1,
+        cols=len(names) + 1,
+        horizontal_spacing=0.04,
+        subplot_titles=["graph distance (hops)", *map(_title, names)],
+    )
     dist = compute.shortest_paths(result.graph.adjacency)
-    fig.add_trace(go.Heatmap(z=dist, colorscale="Viridis", reversescale=True, showscale=False,
-                             hovertemplate="%{y} - %{x}: %{z} hops<extra></extra>"), row=1, col=1)  # fmt: skip
+    fig.add_trace(
+        go.Heatmap(
+            z=dist,
+            colorscale="Viridis",
+            reversescale=True,
+            showscale=False,
+            hovertemplate="%{y} - %{x}: %{z} hops<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
     for c, name in enumerate(names, 2):
-        fig.add_trace(go.Heatmap(z=compute.cosine_matrix(geos[name].embeddings), zmin=-1, zmax=1,
-                                 colorscale="RdBu", reversescale=True, showscale=c == len(names) + 1,
-                                 hovertemplate="%{y} - %{x}: cos %{z:.2f}<extra></extra>"),
-                      row=1, col=c)  # fmt: skip
+        fig.add_trace(
+            go.Heatmap(
+                z=compute.cosine_matrix(geos[name].embeddings),
+                zmin=-1,
+                zmax=1,
+                colorscale="RdBu",
+                reversescale=True,
+                showscale=c == len(names) + 1,
+                hovertemplate="%{y} - %{x}: cos %{z:.2f}<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
-    return style(fig, title="Node-node cosine similarity, nodes in graph order",
-                 width=TWO_COLUMN, height=300)  # fmt: skip
+    return style(
+        fig, title="Node-node cosine similarity, nodes in graph order", width=TWO_COLUMN, height=300
+    )
 
 
 def training(result: GeometricMemoryResult) -> go.Figure:
@@ -146,16 +210,37 @@ def training(result: GeometricMemoryResult) -> go.Figure:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["memorization (top-5 edge recovery)",
-                                                        "geometric level"])  # fmt: skip
-    for i, (name, run) in enumerate((("transformer", result.transformer), ("control", result.control))):
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=["memorization (top-5 edge recovery)", "geometric level"]
+    )
+    for i, (name, run) in enumerate(
+        (("transformer", result.transformer), ("control", result.control))
+    ):
         color = OKABE_ITO[i]
         curve = run.curve
-        fig.add_trace(go.Scatter(x=curve.steps, y=curve.edge_recovery, name=_title(name),
-                                 line={"color": color}, legendgroup=name), row=1, col=1)  # fmt: skip
-        fig.add_trace(go.Scatter(x=curve.steps, y=curve.geometric_level, name=_title(name),
-                                 line={"color": color}, legendgroup=name, showlegend=False),
-                      row=1, col=2)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=curve.steps,
+                y=curve.edge_recovery,
+                name=_title(name),
+                line={"color": color},
+                legendgroup=name,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=curve.steps,
+                y=curve.geometric_level,
+                name=_title(name),
+                line={"color": color},
+                legendgroup=name,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_xaxes(title_text="step (full-batch epoch)")
     fig.update_yaxes(range=[-0.02, 1.02], row=1, col=1)
     return style(fig, title="Edge memorization: memory and geometry", width=TWO_COLUMN, height=330)
@@ -168,19 +253,32 @@ def ingredients(result: GeometricMemoryResult) -> go.Figure:
 
     rows = result.ingredients
     names = [r.name for r in rows]
-    panels = (("geometric_level", "geometric level"), ("spectral_top_energy", "top spectral energy"),
-              ("distance_spearman", "distance Spearman"), ("edge_recovery", "top-5 recovery"))  # fmt: skip
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t in panels],
-                        horizontal_spacing=0.06)  # fmt: skip
+    panels = (
+        ("geometric_level", "geometric level"),
+        ("spectral_top_energy", "top spectral energy"),
+        ("distance_spearman", "distance Spearman"),
+        ("edge_recovery", "top-5 recovery"),
+    )
+    fig = make_subplots(
+        rows=1, cols=len(panels), subplot_titles=[t for _, t in panels], horizontal_spacing=0.06
+    )
     control = result.control.geometry.scalars()
     for c, (key, _) in enumerate(panels, 1):
-        fig.add_trace(go.Bar(x=names, y=[getattr(r, key) for r in rows], showlegend=False,
-                             marker_color=[OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(rows))]),
-                      row=1, col=c)  # fmt: skip
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[getattr(r, key) for r in rows],
+                showlegend=False,
+                marker_color=[OKABE_ITO[i % len(OKABE_ITO)] for i in range(len(rows))],
+            ),
+            row=1,
+            col=c,
+        )
         if control.get(key) is not None:
             fig.add_hline(y=control[key], line_dash="dot", row=1, col=c)
-    fig.add_hline(y=result.top_k / len(result.eigenvalues), line_dash="dash", line_color="#999",
-                  row=1, col=2)  # fmt: skip
+    fig.add_hline(
+        y=result.top_k / len(result.eigenvalues), line_dash="dash", line_color="#999", row=1, col=2
+    )
     fig.update_xaxes(tickangle=-35)
     title = "Ingredients: one setting changed from the release's (dotted: frozen-embedding control)"
     return style(fig, title=title, width=TWO_COLUMN + 120, height=380)

@@ -29,6 +29,7 @@ start at ``path_length`` hops (or the farthest node when none is that far), alon
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import deque
@@ -95,7 +96,9 @@ class GraphTask:
         for name in ("tokens", "groups", "depth", "notes"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if n < 2 or not edges:
-            raise InputError(f"graph {self.name!r} needs at least 2 nodes and 1 edge, got {n} nodes")
+            raise InputError(
+                f"graph {self.name!r} needs at least 2 nodes and 1 edge, got {n} nodes"
+            )
         if any(not (0 <= u < n and 0 <= v < n) for u, v in edges):
             raise InputError(f"graph {self.name!r} has an edge outside nodes 0..{n - 1}")
         if sorted(self.tokens) != list(range(n)):
@@ -122,8 +125,10 @@ class GraphTask:
         return self.folds()[0][0]
 
     def folds(self) -> list[tuple[tuple[Path_, ...], tuple[Path_, ...]]]:
-        """``(train, held_out)`` per fold: every query is held out once (one fold for a file's
-        own split; the last fold may hold out fewer)."""
+        """``(train, held_out)`` per fold: every query is held out once.
+
+        A file's own split is one fold; the last fold may hold out fewer queries.
+        """
         if self.fixed_split:
             k = len(self.paths) - self.n_heldout
             return [(self.paths[:k], self.paths[k:])]
@@ -281,7 +286,7 @@ def _path_star(degree: int, hops: int):
             groups.append(arm)
             depth.append(step + 1)
             node += 1
-        edges += list(zip(path, path[1:], strict=False))
+        edges += list(itertools.pairwise(path))
         paths.append(tuple(path))
     return 1 + degree * hops, edges, paths, groups, depth, 0
 
@@ -369,7 +374,9 @@ def build_graph(
         if graph == "grid":
             rows, cols = grid_shape(n)
             edges = [(r * cols + c, r * cols + c + 1) for r in range(rows) for c in range(cols - 1)]
-            edges += [(r * cols + c, (r + 1) * cols + c) for r in range(rows - 1) for c in range(cols)]
+            edges += [
+                (r * cols + c, (r + 1) * cols + c) for r in range(rows - 1) for c in range(cols)
+            ]
             groups = [i // cols for i in range(n)]
         elif graph == "cycle":
             edges = [(i, (i + 1) % n) for i in range(n)]
@@ -406,8 +413,19 @@ def build_graph(
             )
         paths = [paths[i] for i in rng.permutation(len(paths))]
     tokens = rng.permutation(n).tolist()
-    return GraphTask(name, n, tuple(edges), tuple(paths), held, tokens, groups, depth, root,
-                     tuple(notes), split is not None)  # fmt: skip
+    return GraphTask(
+        name,
+        n,
+        tuple(edges),
+        tuple(paths),
+        held,
+        tokens,
+        groups,
+        depth,
+        root,
+        tuple(notes),
+        split is not None,
+    )
 
 
 _LINE = re.compile(r"^\s*(-?\d+)\s*(?:=|,|\s)\s*(-?\d+)\s*$")
@@ -473,8 +491,7 @@ def read_path_file(path: str | Path) -> list[tuple[int, ...]]:
             nodes, target = (), None
         if not sep or len(nodes) < 2 or nodes[-1] != target:
             raise InputError(
-                f"{path.name} line {number}: {body!r} is not a path; "
-                "write target=start,...,target"
+                f"{path.name} line {number}: {body!r} is not a path; write target=start,...,target"
             )
         out.append(nodes)
     return out
@@ -498,11 +515,14 @@ def _from_file(graph: str):
         trains = sorted(path.parent.glob(f"{stem}_train_*.txt"))
         tests = sorted(path.parent.glob(f"{stem}_test_*.txt"))
         if trains and tests:
+
             def load(p: Path) -> list[tuple[int, ...]]:
                 rows = read_path_file(p)
                 unknown = {x for r in rows for x in r} - set(index)
                 if unknown:
-                    raise InputError(f"{p.name} names nodes {sorted(unknown)} absent from {path.name}")
+                    raise InputError(
+                        f"{p.name} names nodes {sorted(unknown)} absent from {path.name}"
+                    )
                 return [tuple(index[x] for x in r) for r in rows]
 
             train, test = load(trains[0]), load(tests[0])
@@ -514,8 +534,11 @@ def _from_file(graph: str):
                 )
             undirected = set(seen)
             for p in (*train, *test):
-                bad = [(labels[a], labels[b]) for a, b in zip(p, p[1:], strict=False)
-                       if frozenset((labels[a], labels[b])) not in undirected]  # fmt: skip
+                bad = [
+                    (labels[a], labels[b])
+                    for a, b in itertools.pairwise(p)
+                    if frozenset((labels[a], labels[b])) not in undirected
+                ]
                 if bad:
                     notes.append(f"path {[labels[x] for x in p]} steps along non-edges {bad}")
             split = (train, test)

@@ -125,7 +125,9 @@ class TrainingCurve:
         for name in ("steps", "edge_recovery", "geometric_level", "loss"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         n = len(self.steps)
-        if not n or any(len(getattr(self, k)) != n for k in ("edge_recovery", "geometric_level", "loss")):
+        if not n or any(
+            len(getattr(self, k)) != n for k in ("edge_recovery", "geometric_level", "loss")
+        ):
             raise InputError("a training curve needs one value of each series per step")
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +143,9 @@ class TrainingCurve:
     def from_dict(cls, data: dict[str, Any]) -> TrainingCurve:
         """Inverse of :meth:`to_dict`."""
         loss = tuple(float("nan") if x is None else float(x) for x in data["loss"])
-        return cls(tuple(data["steps"]), tuple(data["edge_recovery"]), tuple(data["geometric_level"]), loss)
+        return cls(
+            tuple(data["steps"]), tuple(data["edge_recovery"]), tuple(data["geometric_level"]), loss
+        )
 
 
 @dataclass(frozen=True)
@@ -176,8 +180,11 @@ class PathAccuracy:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"correct": list(self.correct), "chance": list(self.chance),
-                "train_accuracy": self.train_accuracy}  # fmt: skip
+        return {
+            "correct": list(self.correct),
+            "chance": list(self.chance),
+            "train_accuracy": self.train_accuracy,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PathAccuracy:
@@ -211,7 +218,11 @@ class ModelRun:
     def from_dict(cls, data: dict[str, Any]) -> ModelRun:
         """Inverse of :meth:`to_dict`."""
         paths = None if data["paths"] is None else PathAccuracy.from_dict(data["paths"])
-        return cls(EmbeddingGeometry.from_dict(data["geometry"]), TrainingCurve.from_dict(data["curve"]), paths)
+        return cls(
+            EmbeddingGeometry.from_dict(data["geometry"]),
+            TrainingCurve.from_dict(data["curve"]),
+            paths,
+        )
 
 
 @dataclass(frozen=True)
@@ -246,10 +257,16 @@ class Ingredient:
         """Inverse of :meth:`to_dict`."""
         spearman = data["distance_spearman"]
         return cls(
-            data["name"], bool(data["tied"]), float(data["weight_decay"]), data["directions"],
-            int(data["n_layers"]), float(data["edge_recovery"]), float(data["geometric_level"]),
-            float(data["spectral_top_energy"]), float("nan") if spearman is None else float(spearman),
-        )  # fmt: skip
+            data["name"],
+            bool(data["tied"]),
+            float(data["weight_decay"]),
+            data["directions"],
+            int(data["n_layers"]),
+            float(data["edge_recovery"]),
+            float(data["geometric_level"]),
+            float(data["spectral_top_energy"]),
+            float("nan") if spearman is None else float(spearman),
+        )
 
 
 @dataclass(frozen=True)
@@ -284,7 +301,9 @@ class GeometricMemoryResult:
         n = self.graph.n_nodes
         values = frozen(self.eigenvalues)
         if values.shape != (n - 1,):
-            raise InputError(f"{values.shape} eigenvalues for a graph of {n} nodes; need ({n - 1},)")
+            raise InputError(
+                f"{values.shape} eigenvalues for a graph of {n} nodes; need ({n - 1},)"
+            )
         object.__setattr__(self, "eigenvalues", values)
         object.__setattr__(self, "ingredients", tuple(self.ingredients))
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -295,8 +314,11 @@ class GeometricMemoryResult:
 
     def geometries(self) -> dict[str, EmbeddingGeometry]:
         """Every set of node embeddings, by name (the transformer's first)."""
-        return {"transformer": self.transformer.geometry, "control": self.control.geometry,
-                **self.baselines}  # fmt: skip
+        return {
+            "transformer": self.transformer.geometry,
+            "control": self.control.geometry,
+            **self.baselines,
+        }
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""
@@ -327,8 +349,10 @@ class GeometricMemoryResult:
         head = f"{'setting':<22}{'recovery':>9}{'geo level':>10}{'top energy':>11}{'spearman':>9}"
         rows = [head]
         for r in self.ingredients:
-            rows.append(f"{r.name:<22}{r.edge_recovery:>9.3f}{r.geometric_level:>10.3f}"
-                        f"{r.spectral_top_energy:>11.3f}{r.distance_spearman:>9.3f}")  # fmt: skip
+            rows.append(
+                f"{r.name:<22}{r.edge_recovery:>9.3f}{r.geometric_level:>10.3f}"
+                f"{r.spectral_top_energy:>11.3f}{r.distance_spearman:>9.3f}"
+            )
         return "\n".join(rows)
 
     def to_dict(self) -> dict[str, Any]:

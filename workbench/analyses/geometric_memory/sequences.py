@@ -51,7 +51,9 @@ def edge_prompts(graph: GraphTask) -> torch.Tensor:
     return torch.tensor([[edge, graph.tokens[u]] for u in range(graph.n_nodes)])
 
 
-def path_data(graph: GraphTask, paths: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def path_data(
+    graph: GraphTask, paths: Sequence[Sequence[int]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(ids, labels)`` of the path queries, padded to the longest with ``[PAD]``."""
     _, path, pad = specials(graph.n_nodes)
     tok = graph.tokens
@@ -64,7 +66,9 @@ def path_data(graph: GraphTask, paths: Sequence[Sequence[int]]) -> tuple[torch.T
     return ids, labels
 
 
-def pad_to(ids: torch.Tensor, labels: torch.Tensor, width: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_to(
+    ids: torch.Tensor, labels: torch.Tensor, width: int, pad: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pads ``ids`` with ``pad`` and ``labels`` with ``IGNORE`` to ``width`` columns."""
     extra = width - ids.shape[1]
     if extra <= 0:
@@ -75,7 +79,9 @@ def pad_to(ids: torch.Tensor, labels: torch.Tensor, width: int, pad: int) -> tup
     )
 
 
-def query_prompts(graph: GraphTask, paths: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+def query_prompts(
+    graph: GraphTask, paths: Sequence[Sequence[int]]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``([PATH] target start`` prompts ``(m, 3)``, the first step's token ``(m,))``."""
     _, path, _ = specials(graph.n_nodes)
     tok = graph.tokens

@@ -1,4 +1,4 @@
-"""The geometric-memory study end to end: ``run(config, cache_dir)`` and the ``results.json`` metrics.
+"""The geometric-memory study end to end: ``run(config, cache_dir)`` and ``results.json``.
 
 Every unit is cached with :class:`workbench.cache.UnitCache` (the transformer with its path
 fine-tuning, the control, each baseline, the in-context control, each ingredient row, each UMAP), so
@@ -60,7 +60,12 @@ METRIC_KEYS = (
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
 their ``_control``/``_node2vec`` twins, then context."""
-INGREDIENT_METRICS = ("edge_recovery", "geometric_level", "spectral_top_energy", "distance_spearman")
+INGREDIENT_METRICS = (
+    "edge_recovery",
+    "geometric_level",
+    "spectral_top_energy",
+    "distance_spearman",
+)
 """What ``results.json`` records of each ingredient row (its name says the setting)."""
 INGREDIENT_DECAY = 0.1
 """Weight decay of the ingredient table's weight-decay row."""
@@ -70,37 +75,70 @@ PATH_LR = 1e-3
 
 def _spec(config: GeometricMemoryConfig, graph: GraphTask, **changes: Any) -> TransformerSpec:
     longest = max(len(p) for p in graph.paths)
-    spec = TransformerSpec(vocab_size(graph.n_nodes), longest + 3, config.d_model,
-                           config.n_layers, config.tied)  # fmt: skip
+    spec = TransformerSpec(
+        vocab_size(graph.n_nodes), longest + 3, config.d_model, config.n_layers, config.tied
+    )
     return replace(spec, **changes)
 
 
-def _paths_over_folds(run: collect.EdgeRun, graph: GraphTask, spec: TransformerSpec,
-                      config: GeometricMemoryConfig, device: str, progress: bool) -> PathAccuracy:  # fmt: skip
+def _paths_over_folds(
+    run: collect.EdgeRun,
+    graph: GraphTask,
+    spec: TransformerSpec,
+    config: GeometricMemoryConfig,
+    device: str,
+    progress: bool,
+) -> PathAccuracy:
     """Held-out first-step accuracy over every fold (each query held out once)."""
     correct: list[bool] = []
     chance: list[float] = []
     fitted: list[float] = []
     for train_paths, test_paths in graph.folds():
-        fold = replace(graph, paths=(*train_paths, *test_paths), n_heldout=len(test_paths),
-                       fixed_split=True)  # fmt: skip
-        acc = collect.finetune_paths(run, fold, spec, directions=config.edges,
-                                     epochs=config.path_epochs, lr=PATH_LR, seed=config.seed,
-                                     device=device, progress=progress)  # fmt: skip
+        fold = replace(
+            graph, paths=(*train_paths, *test_paths), n_heldout=len(test_paths), fixed_split=True
+        )
+        acc = collect.finetune_paths(
+            run,
+            fold,
+            spec,
+            directions=config.edges,
+            epochs=config.path_epochs,
+            lr=PATH_LR,
+            seed=config.seed,
+            device=device,
+            progress=progress,
+        )
         correct += acc.correct
         chance += acc.chance
         fitted.append(acc.train_accuracy or 0.0)
     return PathAccuracy(tuple(correct), tuple(chance), float(np.mean(fitted)))
 
 
-def _model_run(name: str, config: GeometricMemoryConfig, graph: GraphTask, frozen: bool,
-               geometry: dict[str, Any], device: str, progress: bool) -> ModelRun:  # fmt: skip
+def _model_run(
+    name: str,
+    config: GeometricMemoryConfig,
+    graph: GraphTask,
+    frozen: bool,
+    geometry: dict[str, Any],
+    device: str,
+    progress: bool,
+) -> ModelRun:
     spec = _spec(config, graph, frozen=frozen)
-    run = collect.memorize_edges(graph, spec, directions=config.edges, epochs=config.epochs,
-                                 lr=config.lr, weight_decay=config.weight_decay, seed=config.seed,
-                                 device=device, progress=progress, desc=f"{name} edges")  # fmt: skip
-    geo = compute.measure_embeddings(name, run.embeddings, graph.adjacency,
-                                     edge_recovery=run.recovery, **geometry)  # fmt: skip
+    run = collect.memorize_edges(
+        graph,
+        spec,
+        directions=config.edges,
+        epochs=config.epochs,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        seed=config.seed,
+        device=device,
+        progress=progress,
+        desc=f"{name} edges",
+    )
+    geo = compute.measure_embeddings(
+        name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
+    )
     paths = _paths_over_folds(run, graph, spec, config, device, progress)
     return ModelRun(geo, run.curve, paths)
 
@@ -117,23 +155,46 @@ def ingredient_settings(config: GeometricMemoryConfig) -> list[tuple[str, dict[s
     ]
 
 
-def _ingredient(name: str, settings: dict[str, Any], config: GeometricMemoryConfig,
-                graph: GraphTask, geometry: dict[str, Any], device: str,
-                progress: bool) -> Ingredient:  # fmt: skip
+def _ingredient(
+    name: str,
+    settings: dict[str, Any],
+    config: GeometricMemoryConfig,
+    graph: GraphTask,
+    geometry: dict[str, Any],
+    device: str,
+    progress: bool,
+) -> Ingredient:
     spec = _spec(config, graph, tied=settings["tied"], n_layers=settings["n_layers"])
-    run = collect.memorize_edges(graph, spec, directions=settings["directions"],
-                                 epochs=config.epochs, lr=config.lr,
-                                 weight_decay=settings["weight_decay"], seed=config.seed,
-                                 device=device, progress=progress, desc=name)  # fmt: skip
-    geo = compute.measure_embeddings(name, run.embeddings, graph.adjacency,
-                                     edge_recovery=run.recovery, **geometry)  # fmt: skip
+    run = collect.memorize_edges(
+        graph,
+        spec,
+        directions=settings["directions"],
+        epochs=config.epochs,
+        lr=config.lr,
+        weight_decay=settings["weight_decay"],
+        seed=config.seed,
+        device=device,
+        progress=progress,
+        desc=name,
+    )
+    geo = compute.measure_embeddings(
+        name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
+    )
     return _row(name, settings, geo)
 
 
 def _row(name: str, settings: dict[str, Any], geo: EmbeddingGeometry) -> Ingredient:
-    return Ingredient(name, settings["tied"], float(settings["weight_decay"]), settings["directions"],
-                      settings["n_layers"], float(geo.edge_recovery or 0.0), geo.geometric_level,
-                      geo.spectral_top_energy, geo.distance_spearman)  # fmt: skip
+    return Ingredient(
+        name,
+        settings["tied"],
+        float(settings["weight_decay"]),
+        settings["directions"],
+        settings["n_layers"],
+        float(geo.edge_recovery or 0.0),
+        geo.geometric_level,
+        geo.spectral_top_energy,
+        geo.distance_spearman,
+    )
 
 
 def run(
@@ -169,48 +230,92 @@ def run(
         ModelRun.from_dict,
     )
     baselines = {
-        "node2vec": cache.get("node2vec", lambda: compute.measure_embeddings(
-            "node2vec", collect.train_tied_node2vec(graph, config.d_model, seed=config.seed,
-                                                    device=device), adjacency, **geometry),
-            EmbeddingGeometry.from_dict),
-        "node2vec_walks": cache.get("node2vec_walks", lambda: compute.measure_embeddings(
-            "node2vec_walks", collect.train_walk_node2vec(graph, config.d_model, seed=config.seed),
-            adjacency, **geometry), EmbeddingGeometry.from_dict),
+        "node2vec": cache.get(
+            "node2vec",
+            lambda: compute.measure_embeddings(
+                "node2vec",
+                collect.train_tied_node2vec(graph, config.d_model, seed=config.seed, device=device),
+                adjacency,
+                **geometry,
+            ),
+            EmbeddingGeometry.from_dict,
+        ),
+        "node2vec_walks": cache.get(
+            "node2vec_walks",
+            lambda: compute.measure_embeddings(
+                "node2vec_walks",
+                collect.train_walk_node2vec(graph, config.d_model, seed=config.seed),
+                adjacency,
+                **geometry,
+            ),
+            EmbeddingGeometry.from_dict,
+        ),
         "eigenmap": compute.measure_embeddings(
-            "eigenmap", compute.laplacian_eigenmap(adjacency, config.d_model), adjacency, **geometry),
-    }  # fmt: skip
+            "eigenmap", compute.laplacian_eigenmap(adjacency, config.d_model), adjacency, **geometry
+        ),
+    }
     notes = list(graph.notes)
     incontext = None
     if config.incontext_epochs:
         incontext = cache.get(
             f"incontext-{config.incontext_epochs}",
             lambda: collect.train_incontext(
-                graph, _spec(config, graph, positions=3 * len(graph.directed_edges(config.edges))
-                             + max(len(p) for p in graph.paths) + 2),
-                directions=config.edges, steps=config.incontext_epochs, seed=config.seed,
-                device=device, progress=progress),
+                graph,
+                _spec(
+                    config,
+                    graph,
+                    positions=3 * len(graph.directed_edges(config.edges))
+                    + max(len(p) for p in graph.paths)
+                    + 2,
+                ),
+                directions=config.edges,
+                steps=config.incontext_epochs,
+                seed=config.seed,
+                device=device,
+                progress=progress,
+            ),
             PathAccuracy.from_dict,
-        )  # fmt: skip
+        )
     else:
         notes.append("in-context control skipped (incontext_epochs=0)")
     rows: list[Ingredient] = []
     if config.ingredients:
         for name, settings in ingredient_settings(config):
-            same = (settings["tied"] == config.tied and settings["weight_decay"] == config.weight_decay
-                    and settings["directions"] == config.edges and settings["n_layers"] == config.n_layers)  # fmt: skip
+            same = (
+                settings["tied"] == config.tied
+                and settings["weight_decay"] == config.weight_decay
+                and settings["directions"] == config.edges
+                and settings["n_layers"] == config.n_layers
+            )
             if same:  # the main transformer already is this row
                 rows.append(_row(name, settings, transformer.geometry))
                 continue
             unit = "ingredient-" + "-".join(f"{k}={v}" for k, v in sorted(settings.items()))
-            rows.append(cache.get(unit, lambda n=name, s=settings: _ingredient(
-                n, s, config, graph, geometry, device, progress), Ingredient.from_dict))  # fmt: skip
+            rows.append(
+                cache.get(
+                    unit,
+                    lambda n=name, s=settings: _ingredient(
+                        n, s, config, graph, geometry, device, progress
+                    ),
+                    Ingredient.from_dict,
+                )
+            )
     if config.umap:
         transformer, control, baselines = _with_umap(cache, config, transformer, control, baselines)
     else:
         notes.append("UMAP skipped (umap=False): projections show PCA only")
     log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
-    return GeometricMemoryResult(graph, values[1:], compute.top_k(graph.n_nodes), transformer,
-                                 control, baselines, incontext, tuple(rows), tuple(notes))  # fmt: skip
+    return GeometricMemoryResult(
+        graph,
+        values[1:],
+        compute.top_k(graph.n_nodes),
+        transformer,
+        control,
+        baselines,
+        incontext,
+        tuple(rows),
+        tuple(notes),
+    )
 
 
 class _Coordinates:
@@ -227,11 +332,19 @@ class _Coordinates:
         return cls(data["xy"])
 
 
-def _with_umap(cache: UnitCache, config: GeometricMemoryConfig, transformer: ModelRun,
-               control: ModelRun, baselines: dict[str, EmbeddingGeometry]):  # fmt: skip
+def _with_umap(
+    cache: UnitCache,
+    config: GeometricMemoryConfig,
+    transformer: ModelRun,
+    control: ModelRun,
+    baselines: dict[str, EmbeddingGeometry],
+):
     def attach(geo: EmbeddingGeometry) -> EmbeddingGeometry:
-        coords = cache.get(f"umap-{geo.name}", lambda: _Coordinates(
-            collect.umap_coordinates(geo.embeddings, seed=config.seed)), _Coordinates.from_dict)  # fmt: skip
+        coords = cache.get(
+            f"umap-{geo.name}",
+            lambda: _Coordinates(collect.umap_coordinates(geo.embeddings, seed=config.seed)),
+            _Coordinates.from_dict,
+        )
         return replace(geo, umap=coords.xy)
 
     return (
@@ -264,9 +377,12 @@ def metrics(result: GeometricMemoryResult) -> dict[str, Any]:
         "train_path_accuracy": None if t.paths is None else t.paths.train_accuracy,
         "chance_accuracy": None if t.paths is None else t.paths.chance_accuracy,
         "incontext_path_accuracy": None if result.incontext is None else result.incontext.accuracy,
-        "incontext_chance_accuracy": None if result.incontext is None else result.incontext.chance_accuracy,
-        "ingredients": {r.name: {k: getattr(r, k) for k in INGREDIENT_METRICS}
-                        for r in result.ingredients},  # fmt: skip
+        "incontext_chance_accuracy": None
+        if result.incontext is None
+        else result.incontext.chance_accuracy,
+        "ingredients": {
+            r.name: {k: getattr(r, k) for k in INGREDIENT_METRICS} for r in result.ingredients
+        },
         "n_nodes": result.graph.n_nodes,
         "n_edges": len(result.graph.edges),
     }
