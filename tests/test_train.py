@@ -347,6 +347,9 @@ def test_bad_arguments_raise_one_line_errors(tmp_path):
             data=(torch.ones(4, D_IN), torch.ones(5)),
             loss_fn=xent,
         )
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="'cuda:1' asked for, but CUDA is not available"):
+            train(mlp, TrainConfig(steps=2, device="cuda:1"), data=data(), loss_fn=xent)
     with pytest.raises(ConfigError, match="unknown device 'gpu7'"):
         train(mlp, TrainConfig(steps=2, device="gpu7"), data=data(), loss_fn=xent)
 

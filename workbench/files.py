@@ -9,7 +9,7 @@ never a truncated file under the real name.
 straight to the file, so saving a shard costs no second in-memory copy of it (safetensors'
 ``save_file`` first serializes every tensor to ``bytes``). The files are ordinary safetensors files.
 
-This module is a leaf: it imports only the standard library, numpy and torch.
+This module is a leaf: it imports only the standard library (torch when tensors are saved).
 """
 
 from __future__ import annotations
@@ -21,22 +21,24 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 _SAFETENSORS_DTYPES = {
-    torch.float64: "F64",
-    torch.float32: "F32",
-    torch.float16: "F16",
-    torch.bfloat16: "BF16",
-    torch.int64: "I64",
-    torch.int32: "I32",
-    torch.int16: "I16",
-    torch.int8: "I8",
-    torch.uint8: "U8",
-    torch.bool: "BOOL",
+    "float64": "F64",
+    "float32": "F32",
+    "float16": "F16",
+    "bfloat16": "BF16",
+    "int64": "I64",
+    "int32": "I32",
+    "int16": "I16",
+    "int8": "I8",
+    "uint8": "U8",
+    "bool": "BOOL",
 }
+"""torch dtype name (``str(dtype)`` without ``torch.``) to safetensors dtype."""
 
 
 def _tmp_sibling(path: Path) -> Path:
@@ -67,6 +69,8 @@ def atomic_write_json(path: str | os.PathLike[str], record: Any, *, indent: int 
 
 
 def _raw_bytes(tensor: torch.Tensor) -> memoryview:
+    import torch
+
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
     if flat.dtype == torch.bool:
         flat = flat.to(torch.uint8)
@@ -94,11 +98,12 @@ def atomic_save_tensors(
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     offset = 0
     for name, tensor in tensors.items():
-        if tensor.dtype not in _SAFETENSORS_DTYPES:
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if dtype not in _SAFETENSORS_DTYPES:
             raise TypeError(f"tensor {name!r}: dtype {tensor.dtype} cannot be saved")
         size = tensor.numel() * tensor.element_size()
         header[name] = {
-            "dtype": _SAFETENSORS_DTYPES[tensor.dtype],
+            "dtype": _SAFETENSORS_DTYPES[dtype],
             "shape": list(tensor.shape),
             "data_offsets": [offset, offset + size],
         }

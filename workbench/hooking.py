@@ -18,7 +18,7 @@ an exception, so no hook outlives the call:
 an exception), for bookkeeping such as which token positions a forward pass holds.
 
 This module is a leaf: it imports only torch and :mod:`workbench.sites`, so
-:mod:`workbench.capture`, :mod:`workbench.backends` and :mod:`workbench.interventions` can all
+:mod:`workbench.capturing`, :mod:`workbench.backends` and :mod:`workbench.interventions` can all
 build on it.
 """
 

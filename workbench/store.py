@@ -227,7 +227,7 @@ class ActivationStore:
 
 
 class StoreWriter:
-    """Creates or resumes a store folder for one capture (used by :func:`workbench.capture`)."""
+    """Creates or resumes a store folder for one capture (used by :func:`workbench.capturing`)."""
 
     def __init__(
         self, path: Path, manifest: dict[str, Any], token_ids: np.ndarray, offsets: np.ndarray

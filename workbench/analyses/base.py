@@ -29,8 +29,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from workbench.errors import ConfigError
@@ -97,6 +99,36 @@ class StudyConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer of at least 1, got {value!r}")
+
+
+def save_study(
+    analysis: str,
+    config: StudyConfig,
+    metrics: Mapping[str, Any],
+    out_dir: str | os.PathLike[str],
+    figures: Sequence[str | os.PathLike[str]] = (),
+    *,
+    revision: str | None = None,
+    notes: Sequence[str] = (),
+) -> Path:
+    """Writes a study's ``out_dir/results.json``: its config as the parameters, its metrics.
+
+    The model and seed are read from the config's ``model`` and ``seed`` fields when it has them.
+    Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics.
+    """
+    from workbench.runner.results import save_results
+
+    return save_results(
+        out_dir,
+        analysis=analysis,
+        params=config.to_params(),
+        metrics=metrics,
+        figures=list(figures),
+        model=getattr(config, "model", None),
+        revision=revision,
+        seed=getattr(config, "seed", None),
+        notes=list(notes),
+    )
 
 
 def _literal_choices(hint: Any) -> tuple[Any, ...] | None:

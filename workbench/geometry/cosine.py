@@ -172,10 +172,9 @@ class RogueDimensions:
 
     def __post_init__(self) -> None:
         c = frozen(self.contributions)
-        top = np.asarray(self.top, dtype=np.int64)
+        top = frozen(self.top, np.int64)
         if c.ndim != 1 or top.ndim != 1 or (top.size and (top.min() < 0 or top.max() >= c.size)):
             raise InputError(f"top {top.shape} must index contributions {c.shape}")
-        top.flags.writeable = False
         object.__setattr__(self, "contributions", c)
         object.__setattr__(self, "top", top)
 

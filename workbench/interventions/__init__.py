@@ -18,7 +18,7 @@ Usage::
 
 Each edit is a small frozen object with the protocol ``edit(hidden, ctx) -> Tensor`` (see
 :mod:`~workbench.interventions.edits`); several edits on one site compose in the order given.
-The hooks sit on the same resolved sites as :func:`~workbench.capture` (``hooks/*.toml``, read
+The hooks sit on the same resolved sites as :func:`~workbench.capturing` (``hooks/*.toml``, read
 through :mod:`workbench.hooking`) and are removed when the block exits, also on an exception.
 Token positions are counted in each text from its first real token, whatever the padding;
 under cached generation an edit reaches each position once, in the pass that computes it (see

@@ -33,7 +33,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from workbench.capture import Activations
+from workbench.capturing import Activations
 from workbench.errors import InterventionError
 from workbench.interventions.positions import Positions, PositionSpec, TokenPass
 from workbench.models.subject import Subject
@@ -336,7 +336,7 @@ def patch(source: Any, positions: PositionSpec = "all", site: str | None = None)
 
     Note:
         Rows are matched to source texts in batch order, so a multi-text source suits plain
-        forward passes; :func:`~workbench.capture` sorts texts by length into batches.
+        forward passes; :func:`~workbench.capturing` sorts texts by length into batches.
     """
     if isinstance(source, np.ndarray):
         source = torch.from_numpy(source)

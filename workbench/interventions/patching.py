@@ -26,6 +26,7 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from workbench.arrays import frozen
 from workbench.errors import InterventionError
 from workbench.hooking import read_hooks
 from workbench.inputs import tokenize
@@ -126,8 +127,7 @@ class PatchingResult:
     metric: str = ""
 
     def __post_init__(self) -> None:
-        scores = np.array(self.scores, dtype=np.float64)
-        scores.flags.writeable = False
+        scores = frozen(self.scores)
         object.__setattr__(self, "scores", scores)
         shape = (len(self.sites), len(self.positions))
         if scores.shape != shape:
@@ -244,7 +244,7 @@ def activation_patching(
         subject: A causal LM (its output has ``logits``).
         clean: The clean prompt: a text or its token ids.
         corrupt: The corrupt prompt, with as many tokens as ``clean``.
-        sites: Site kinds or names, as for :func:`~workbench.capture` (``"resid_post"``:
+        sites: Site kinds or names, as for :func:`~workbench.capturing` (``"resid_post"``:
             every layer).
         metric: ``metric(logits) -> (batch,)`` on ``(batch, pos, vocab)`` logits. Default: the
             log-probability, at the last position, of the clean run's top next token

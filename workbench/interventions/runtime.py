@@ -44,7 +44,7 @@ def intervene(
 
     Plain forward passes, ``model.generate`` (cached: see
     :mod:`workbench.interventions.positions` for what a position means there),
-    :func:`~workbench.capture` and backpropagation inside the block all see the edited model.
+    :func:`~workbench.capturing` and backpropagation inside the block all see the edited model.
     Every hook is removed on exit, also when the block raises.
 
     Args:

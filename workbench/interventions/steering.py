@@ -15,7 +15,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from workbench.capture import Activations
+from workbench.capturing import Activations
 from workbench.errors import InterventionError
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from workbench.capture import Activations, capture
+from workbench.capturing import Activations, capture
 from workbench.hooking import edit_hooks, read_hooks
 from workbench.lens.core import (
     LogitsFn,
@@ -62,7 +62,7 @@ def logit_lens(
 
     Args:
         subject: A causal LM whose family declares ``unembed`` (and usually ``final_norm``).
-        inputs: Texts, token-id sequences or a source spec (as :func:`workbench.capture`).
+        inputs: Texts, token-id sequences or a source spec (as :func:`workbench.capturing`).
         layers: ``resid_post`` layers: ``"all"``, ``"0,3,-1"``, ``"2:6"`` or ints.
         positions: ``"all"``, ``"last"``, an index or a list of indices within every text.
         top_k: Top tokens kept per cell.

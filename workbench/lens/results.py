@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.arrays import frozen_or_none
 from workbench.lens.core import LensError
 
 if TYPE_CHECKING:
@@ -17,14 +18,6 @@ METRICS = ("kl", "loss", "entropy")
 
 _PER_LAYER = ("top_probs", "entropy", "kl", "cross_entropy", "target_prob")
 _PER_LAYER_INT = ("top_ids", "target_rank")
-
-
-def _frozen(a: Any, dtype: Any) -> np.ndarray | None:
-    if a is None:
-        return None
-    a = np.ascontiguousarray(a, dtype=dtype)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,13 +79,13 @@ class LensResult:
     def __post_init__(self) -> None:
         sets = object.__setattr__
         for name in ("layers", "offsets", "positions", "token_ids", "next_ids"):
-            sets(self, name, _frozen(getattr(self, name), np.int64))
+            sets(self, name, frozen_or_none(getattr(self, name), np.int64))
         for name in _PER_LAYER_INT:
-            sets(self, name, _frozen(getattr(self, name), np.int64))
+            sets(self, name, frozen_or_none(getattr(self, name), np.int64))
         for name in (*_PER_LAYER, "final_entropy", "final_cross_entropy"):
-            sets(self, name, _frozen(getattr(self, name), np.float64))
+            sets(self, name, frozen_or_none(getattr(self, name), np.float64))
         for name in ("tokens", "top_tokens"):
-            sets(self, name, _frozen(getattr(self, name), np.str_))
+            sets(self, name, frozen_or_none(getattr(self, name), np.str_))
         n_layers, n_rows = len(self.layers), int(self.offsets[-1])
         k = self.top_ids.shape[-1] if self.top_ids.ndim == 3 else -1
         expected = {

@@ -38,7 +38,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from workbench.capture import capture
+from workbench.capturing import capture
 from workbench.lens.core import LensError, PositionSpec, lens_sites, prepare
 from workbench.lens.readouts import decoded_lens
 from workbench.lens.results import LensResult

@@ -138,7 +138,8 @@ def train_tiny_lm(
     """Trains the embedded causal LM with :func:`workbench.train.train` and saves its checkpoints.
 
     Args:
-        config: Hyperparameters; the defaults train in two to three minutes on two CPU cores.
+        config: Hyperparameters; the default sees 2M tokens, a few minutes on two idle CPU
+            cores (and far longer on a CPU shared with other busy processes).
         out: Folder to create; it gets one ``step-N`` subfolder per checkpoint (model and tokenizer,
             safetensors) and ``training.json`` with the losses. An existing complete folder is
             replaced only by a finished run.

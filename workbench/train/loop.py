@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -17,8 +16,6 @@ from workbench.errors import ConfigError
 from workbench.train.checkpoints import Staging, cpu_state, save_state_dict
 from workbench.train.config import TrainConfig
 from workbench.train.result import Checkpoint, EvalRecord, TrainResult
-
-log = logging.getLogger(__name__)
 
 Batch = Any
 """A tensor, or a tuple, list or dict of tensors (nested freely): what ``loss_fn`` receives."""
@@ -90,6 +87,8 @@ def train(
     from workbench.models.loading import resolve_device
 
     device = resolve_device(config.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {config.device!r} asked for, but CUDA is not available; use cpu")
     with _threads(config.threads):
         return _run(model, config, device, loss_fn, data, sample, evaluate, out, save, record,
                     progress, desc)  # fmt: skip
@@ -165,7 +164,7 @@ def _run(
             for step in range(config.steps + 1):
                 values: dict[str, float] = {}
                 if step in eval_at:
-                    values = _evaluate(model, evaluate, step)
+                    values = _evaluate(model, evaluate)
                     evals.append(EvalRecord(step, values))
                 if step in save_at:
                     saved.append(_checkpoint(model, step, values, staging, save or save_state_dict))
@@ -221,7 +220,7 @@ def _moved(result: TrainResult, out: Path) -> TrainResult:
     return replace(result, checkpoints=checkpoints, out=out)
 
 
-def _evaluate(model: torch.nn.Module, evaluate: EvalFn | None, step: int) -> dict[str, float]:
+def _evaluate(model: torch.nn.Module, evaluate: EvalFn | None) -> dict[str, float]:
     assert evaluate is not None
     model.eval()
     try:

@@ -2,7 +2,7 @@
 
 Each function gets a loaded :class:`~workbench.Subject` (from :func:`loaded`, which frees it on
 exit) and returns plain arrays for :mod:`~workbench.analyses.anisotropy.compute`. Activations are
-read with :func:`workbench.capture` and gradients with :func:`workbench.hooking.read_hooks` on the
+read with :func:`workbench.capturing` and gradients with :func:`workbench.hooking.read_hooks` on the
 same resolved site, so an input site (``resid_pre``, ``resid_mid``) gives the block's input in
 both, never its output.
 """
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from workbench.analyses.anisotropy.compute import step_of
 from workbench.analyses.anisotropy.config import AnisotropyConfig
-from workbench.capture import capture
+from workbench.capturing import capture
 from workbench.errors import ConfigError
 from workbench.hooking import pad, read_hooks
 from workbench.inputs import read_texts, tokenize
@@ -120,7 +120,7 @@ def representation_gradients(
 
     The loss is summed over real tokens (not averaged per batch), so each token's gradient does
     not depend on how the texts were batched. The tensor is the one the site names (a block's
-    input for input sites), read through the same hooks as :func:`workbench.capture`; padded
+    input for input sites), read through the same hooks as :func:`workbench.capturing`; padded
     positions are dropped and rows follow the capture's order (every real token, text by text).
     """
     target = subject.site(site)

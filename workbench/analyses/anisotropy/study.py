@@ -24,6 +24,7 @@ from workbench.analyses.anisotropy.results import (
     CheckpointResult,
 )
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint, TangentResult
+from workbench.analyses.base import save_study
 from workbench.cache import UnitCache
 
 log = logging.getLogger(__name__)
@@ -204,16 +205,12 @@ def save(
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json`` (metrics, parameters, figures, model and revision)."""
-    from workbench.runner.results import save_results
-
-    return save_results(
+    return save_study(
+        ANALYSIS,
+        config,
+        metrics(result),
         out_dir,
-        analysis=ANALYSIS,
-        params=config.to_params(),
-        metrics=metrics(result),
-        figures=list(figures),
-        model=config.model,
+        figures,
         revision=result.final.revision,
-        seed=config.seed,
-        notes=list(result.notes),
+        notes=result.notes,
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench.arrays import frozen
 from workbench.errors import InputError
 
 
@@ -27,10 +28,9 @@ class TangentBasis:
     basis: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        basis = np.array(self.basis, dtype=np.float64)
+        basis = frozen(self.basis)
         if basis.ndim != 2 or basis.shape[1] > basis.shape[0]:
             raise InputError(f"tangent basis has shape {basis.shape}; (d, rank <= d) needed")
-        basis.flags.writeable = False
         object.__setattr__(self, "basis", basis)
         object.__setattr__(self, "fit_revisions", tuple(self.fit_revisions))
 
