@@ -96,6 +96,17 @@ def test_edge_recovery_counts_directed_edges_in_the_top_rows():
     assert gm.edge_recovery(top, edges) == pytest.approx(3 / 4)
 
 
+def test_recovery_ceiling_is_what_a_perfect_top5_memory_reaches():
+    graph = gm.build_graph("path_star", degree=8, path_length=2)
+    facts = graph.directed_edges("both")
+    # a perfect memory: each node's top five are (up to five of) its true successors
+    successors = {u: [v for a, v in facts if a == u] for u in range(graph.n_nodes)}
+    top = np.array([(successors[u] + [-1] * 5)[:5] for u in range(graph.n_nodes)])
+    assert compute.edge_recovery(top, facts) == pytest.approx(compute.recovery_ceiling(facts))
+    assert compute.recovery_ceiling(facts) == pytest.approx((32 - 3) / 32)  # centre: 5 of 8
+    assert compute.recovery_ceiling(graph.directed_edges("forward")) == 1.0
+
+
 def test_pca2_matches_sklearn_up_to_sign():
     from sklearn.decomposition import PCA
 

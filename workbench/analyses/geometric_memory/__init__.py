@@ -34,7 +34,8 @@ descent); random-walk Node2Vec uses ``p = q = 1`` walks and gensim's skip-gram.
 Layout (every study has the same rooms):
 
 * :mod:`.config`: :class:`GeometricMemoryConfig`, built from the notebook's parameters;
-* :mod:`.graphs`: graph families, the release's file format, path queries and folds;
+* :mod:`.graphs`: graph families, path queries and folds; :mod:`.graph_files`: the release's
+  file format and edge lists;
 * :mod:`.sequences`: the token sequences; :mod:`.models`: the GPT-2 and tied Node2Vec;
 * :mod:`.compute`: pure metrics, arrays in and numbers out;
 * :mod:`.results`: frozen results with ``to_dict``/``from_dict`` and ``figure(kind=...)``;
@@ -67,14 +68,12 @@ from workbench.analyses.geometric_memory.compute import (
     top_k,
 )
 from workbench.analyses.geometric_memory.config import GeometricMemoryConfig
-from workbench.analyses.geometric_memory.graphs import (
-    FAMILIES,
+from workbench.analyses.geometric_memory.graph_files import (
     RELEASE_GRAPHS,
-    GraphTask,
-    build_graph,
     read_edge_file,
     read_path_file,
 )
+from workbench.analyses.geometric_memory.graphs import FAMILIES, GraphTask, build_graph
 from workbench.analyses.geometric_memory.results import (
     FIGURES,
     EmbeddingGeometry,

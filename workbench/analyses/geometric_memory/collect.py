@@ -4,7 +4,8 @@
   for every memorized fact, full batch; an evaluation every ``epochs / 20`` steps records top-5
   edge recovery and the geometric level of the node embeddings.
 * :func:`finetune_paths`: the edge-memorized model continues on the fine-tuning path queries
-  (mixed with the facts, so the memory is kept), then answers the held-out queries.
+  (mixed with the facts, so the memory is kept; node embeddings frozen), then answers the held-out
+  queries.
 * :func:`train_tied_node2vec`: the paper's tied Node2Vec, full batch.
 * :func:`train_walk_node2vec`: classic random-walk Node2Vec (Grover & Leskovec, 2016) with
   ``p = q = 1``: uniform random walks fed to gensim's skip-gram Word2Vec.
@@ -165,6 +166,10 @@ def finetune_paths(
 ) -> PathAccuracy:
     """Fine-tunes a copy of the edge-memorized model on the training paths (with the facts).
 
+    The node embeddings stay frozen (for the transformer as for its control): fine-tuning learns
+    the circuit that reads a target and steps towards it, not new positions for the tokens of the
+    fine-tuning paths.
+
     Returns:
         First-step accuracy on the held-out paths, with the training paths' accuracy recorded.
     """
@@ -178,8 +183,9 @@ def finetune_paths(
     def build() -> torch.nn.Module:
         model = build_transformer(replace(spec, frozen=False))
         model.load_state_dict(state)
-        if spec.frozen:
-            model.transformer.wte.weight.requires_grad_(False)
+        # the memorized node embeddings stay fixed: a held-out query cannot be fitted by moving
+        # its own tokens, only answered by navigating the geometry edge memorization left
+        model.transformer.wte.weight.requires_grad_(False)
         return model
 
     result = train(

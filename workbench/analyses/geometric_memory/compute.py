@@ -155,6 +155,18 @@ def edge_recovery(top: Any, edges: Sequence[tuple[int, int]]) -> float:
     return float(np.mean([v in rows[u] for u, v in edges]))
 
 
+def recovery_ceiling(edges: Sequence[tuple[int, int]], k: int = 5) -> float:
+    """The best top-``k`` edge recovery the directed facts allow.
+
+    A node with more than ``k`` memorized successors (a path-star's centre of degree 8) can have
+    only ``k`` of them among its top ``k`` predictions.
+    """
+    if not len(edges):
+        raise InputError("edge recovery needs at least one edge")
+    out = np.bincount(np.asarray([u for u, _ in edges]))
+    return float(np.minimum(out, k).sum() / len(edges))
+
+
 def laplacian_eigenmap(adjacency: Any, dim: int) -> np.ndarray:
     """Laplacian eigenmap (Belkin & Niyogi, 2003), ``(n, min(dim, n - 1))``.
 

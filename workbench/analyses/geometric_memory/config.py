@@ -56,10 +56,10 @@ class GeometricMemoryConfig(StudyConfig):
         "path_epochs",
     )
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 1
+    CACHE_VERSION: ClassVar[int] = 2
 
     graph: str = "path_star"
-    degree: int = 5
+    degree: int = 8
     path_length: int = 3
     n_nodes: int = 16
     n_layers: int = 1

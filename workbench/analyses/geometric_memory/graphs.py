@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,16 +39,11 @@ from typing import Any
 
 import numpy as np
 
+from workbench.analyses.geometric_memory.graph_files import RELEASE_GRAPHS, from_file
 from workbench.errors import ConfigError, InputError
 
 FAMILIES = ("path_star", "grid", "cycle", "tree", "irregular")
 """Generated graph families."""
-RELEASE_GRAPHS = {
-    "release_grid": "grid_rows_4_cols_4_nodes_16_sd_00_fb_11_pretrain.txt",
-    "release_irregular": "irregular_graph_nodes_16_edges_30_sd_00_fb_11_pretrain.txt",
-}
-"""The release's two tiny graphs shipped with the package (``data/README.md``)."""
-DATA = Path(__file__).parent / "data"
 
 Edge = tuple[int, int]
 Path_ = tuple[int, ...]
@@ -389,7 +383,7 @@ def build_graph(
         depth = hop_distances(n, edges, 0).tolist()
         paths = _node_queries(n, edges, path_length, rng)
     else:
-        n, edges, paths, split, notes = _from_file(graph)
+        n, edges, paths, split, notes = from_file(graph, FAMILIES)
         groups = [0] * n
         depth = hop_distances(n, edges, 0).tolist()
         if not paths:
@@ -426,121 +420,3 @@ def build_graph(
         tuple(notes),
         split is not None,
     )
-
-
-_LINE = re.compile(r"^\s*(-?\d+)\s*(?:=|,|\s)\s*(-?\d+)\s*$")
-
-
-def _resolve_file(graph: str) -> Path:
-    if graph in RELEASE_GRAPHS:
-        return DATA / RELEASE_GRAPHS[graph]
-    path = Path(graph).expanduser()
-    if not path.is_file():
-        raise ConfigError(
-            f"graph={graph!r} is neither a family ({', '.join(FAMILIES)}), a release graph "
-            f"({', '.join(RELEASE_GRAPHS)}) nor a readable edge-list file"
-        )
-    return path
-
-
-def read_edge_file(path: str | Path) -> list[Edge]:
-    """The edges of a ``u=v`` (or ``u v``, ``u,v``) file, in file order, as written.
-
-    Raises:
-        InputError: A line that is not an edge (its number and text are named).
-    """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read graph file {path}: {exc}") from None
-    edges = []
-    for number, line in enumerate(text.splitlines(), 1):
-        body = line.split("#", 1)[0].strip()
-        if not body:
-            continue
-        match = _LINE.match(body)
-        if match is None:
-            raise InputError(
-                f"{path.name} line {number}: {line.strip()!r} is not an edge; "
-                "write one edge a line as u=v (or 'u v')"
-            )
-        edges.append((int(match.group(1)), int(match.group(2))))
-    if not edges:
-        raise InputError(f"graph file {path} holds no edge")
-    return edges
-
-
-def read_path_file(path: str | Path) -> list[tuple[int, ...]]:
-    """Paths of a release split file, lines ``target=start,...,target``.
-
-    Raises:
-        InputError: A malformed line, or one whose path does not end at its target.
-    """
-    path = Path(path)
-    out = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        body = line.strip()
-        if not body:
-            continue
-        head, sep, tail = body.partition("=")
-        try:
-            target = int(head)
-            nodes = tuple(int(x) for x in tail.split(","))
-        except ValueError:
-            nodes, target = (), None
-        if not sep or len(nodes) < 2 or nodes[-1] != target:
-            raise InputError(
-                f"{path.name} line {number}: {body!r} is not a path; write target=start,...,target"
-            )
-        out.append(nodes)
-    return out
-
-
-def _from_file(graph: str):
-    path = _resolve_file(graph)
-    raw = read_edge_file(path)
-    labels = sorted({x for e in raw for x in e})
-    index = {x: i for i, x in enumerate(labels)}
-    seen: dict[frozenset, Edge] = {}
-    for u, v in raw:
-        if u != v:
-            seen.setdefault(frozenset((u, v)), (index[u], index[v]))
-    edges = list(seen.values())
-    n = len(labels)
-    notes, split = [], None
-    stem = path.name.removesuffix("_pretrain.txt")
-    paths: list[tuple[int, ...]] = []
-    if stem != path.name:
-        trains = sorted(path.parent.glob(f"{stem}_train_*.txt"))
-        tests = sorted(path.parent.glob(f"{stem}_test_*.txt"))
-        if trains and tests:
-
-            def load(p: Path) -> list[tuple[int, ...]]:
-                rows = read_path_file(p)
-                unknown = {x for r in rows for x in r} - set(index)
-                if unknown:
-                    raise InputError(
-                        f"{p.name} names nodes {sorted(unknown)} absent from {path.name}"
-                    )
-                return [tuple(index[x] for x in r) for r in rows]
-
-            train, test = load(trains[0]), load(tests[0])
-            overlap = set(train) & set(test)
-            if overlap:
-                notes.append(
-                    f"{len(overlap)} of the {len(test)} held-out paths of {tests[0].name} are "
-                    f"also in {trains[0].name}: they are not held out"
-                )
-            undirected = set(seen)
-            for p in (*train, *test):
-                bad = [
-                    (labels[a], labels[b])
-                    for a, b in itertools.pairwise(p)
-                    if frozenset((labels[a], labels[b])) not in undirected
-                ]
-                if bad:
-                    notes.append(f"path {[labels[x] for x in p]} steps along non-edges {bad}")
-            split = (train, test)
-            paths = train + test
-    return n, edges, paths, split, notes

@@ -285,6 +285,8 @@ class GeometricMemoryResult:
             prompt (``None`` when not run).
         ingredients: One row per setting of the ingredient table.
         notes: What was skipped or noticed, in plain words.
+        recovery_ceiling: The best top-5 edge recovery the memorized facts allow (below 1 when a
+            node has more than five memorized successors).
     """
 
     graph: GraphTask
@@ -296,6 +298,7 @@ class GeometricMemoryResult:
     incontext: PathAccuracy | None = None
     ingredients: tuple[Ingredient, ...] = ()
     notes: tuple[str, ...] = ()
+    recovery_ceiling: float = 1.0
 
     def __post_init__(self) -> None:
         n = self.graph.n_nodes
@@ -367,6 +370,7 @@ class GeometricMemoryResult:
             "incontext": None if self.incontext is None else self.incontext.to_dict(),
             "ingredients": [r.to_dict() for r in self.ingredients],
             "notes": list(self.notes),
+            "recovery_ceiling": self.recovery_ceiling,
         }
 
     @classmethod
@@ -382,4 +386,5 @@ class GeometricMemoryResult:
             None if data["incontext"] is None else PathAccuracy.from_dict(data["incontext"]),
             tuple(Ingredient.from_dict(r) for r in data["ingredients"]),
             tuple(data["notes"]),
+            float(data.get("recovery_ceiling", 1.0)),
         )
