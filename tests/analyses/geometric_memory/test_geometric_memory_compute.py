@@ -104,7 +104,10 @@ def test_recovery_ceiling_is_what_a_perfect_top5_memory_reaches():
     top = np.array([(successors[u] + [-1] * 5)[:5] for u in range(graph.n_nodes)])
     assert compute.edge_recovery(top, facts) == pytest.approx(compute.recovery_ceiling(facts))
     assert compute.recovery_ceiling(facts) == pytest.approx((32 - 3) / 32)  # centre: 5 of 8
-    assert compute.recovery_ceiling(graph.directed_edges("forward")) == 1.0
+    # forward edges run outward from the centre: it keeps its 8 successors
+    assert compute.recovery_ceiling(graph.directed_edges("forward")) == pytest.approx(13 / 16)
+    cycle = gm.build_graph("cycle", n_nodes=9)
+    assert compute.recovery_ceiling(cycle.directed_edges("both")) == 1.0
 
 
 def test_pca2_matches_sklearn_up_to_sign():
