@@ -264,3 +264,16 @@ def test_incontext_examples_are_relabelled_copies_of_the_graph():
         assert [x for x in lab if x != sequences.IGNORE] == walk[1:]
         firsts.add(walk[0])
     assert len(firsts) > 1  # the centre gets a fresh label per example
+
+
+def test_self_edges_are_an_option_of_the_memorized_facts():
+    graph = gm.build_graph("cycle", n_nodes=5)
+    both = graph.directed_edges("both")
+    with_self = graph.directed_edges("both+self")
+    assert with_self == [*both, *((u, u) for u in range(5))]
+    assert len(graph.directed_edges("forward+self")) == 5 + 5
+    ids, labels = sequences.edge_data(graph, "both+self")
+    assert ids.shape == (15, 3) and (ids[10:, 1] == ids[10:, 2]).all()
+    assert (labels[:, 2] == ids[:, 2]).all()
+    with pytest.raises(ConfigError, match="directions='sideways' is not accepted"):
+        graph.directed_edges("sideways")

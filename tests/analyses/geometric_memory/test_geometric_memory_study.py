@@ -315,3 +315,23 @@ def test_notebook_runs_under_papermill(tmp_path):
     assert record["metrics"]["edge_recovery_top5"] == 1.0
     assert len(record["metrics"]["ingredients"]) == 5
     assert any(f.endswith("projections.html") for f in record["figures"])
+
+
+def test_self_edges_run_through_every_step():
+    config = gm.GeometricMemoryConfig(
+        degree=2,
+        path_length=2,
+        edges="both+self",
+        epochs=10,
+        path_epochs=2,
+        incontext_epochs=2,
+        ingredients=False,
+        umap=False,
+        device="cpu",
+    )
+    result = gm.run(config, progress=False)
+    m = gm.metrics(result)
+    assert m["edge_recovery_top5_ceiling"] == 1.0  # 5 nodes: every successor fits in a top 5
+    assert 0.0 <= m["edge_recovery_top5"] <= 1.0
+    # a self-edge is no step: chance stays one over the start's neighbours
+    assert m["incontext_chance_accuracy"] == pytest.approx(1 / 2)

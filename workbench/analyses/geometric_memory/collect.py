@@ -344,6 +344,7 @@ def train_incontext(
         nb = set(dsts[srcs == start_tokens[r]].tolist()) | set(
             srcs[dsts == start_tokens[r]].tolist()
         )
+        nb.discard(int(start_tokens[r]))  # a self-edge is no step
         chance.append(1.0 / max(1, len(nb)))
     return PathAccuracy(tuple(bool(c) for c in correct), tuple(chance))
 

@@ -10,7 +10,7 @@ from workbench.analyses.base import StudyConfig
 from workbench.analyses.geometric_memory.graphs import GraphTask, build_graph
 from workbench.errors import ConfigError
 
-Directions = Literal["forward", "both"]
+Directions = Literal["forward", "both", "forward+self", "both+self"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class GeometricMemoryConfig(StudyConfig):
         epochs: Full-batch steps of edge memorization (one step is one epoch).
         seed: Seeds the labels, the split, every initialization and UMAP.
         edges: Edge directions memorized: ``forward`` (as listed; outward from a path-star's
-            centre) or ``both``.
+            centre) or ``both``; a ``+self`` suffix adds a self-edge ``u -> u`` per node.
         tied: Tie the input and output embeddings.
         weight_decay: AdamW weight decay of edge memorization.
         lr: Peak learning rate of edge memorization (cosine decay to a tenth).

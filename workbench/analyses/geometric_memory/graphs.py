@@ -45,6 +45,8 @@ from workbench.errors import ConfigError, InputError
 FAMILIES = ("path_star", "grid", "cycle", "tree", "irregular")
 """Generated graph families."""
 
+DIRECTIONS = ("forward", "both", "forward+self", "both+self")
+"""Which facts edge memorization sees: edges as listed or both ways, optionally with self-edges."""
 Edge = tuple[int, int]
 Path_ = tuple[int, ...]
 
@@ -142,12 +144,22 @@ class GraphTask:
         return a
 
     def directed_edges(self, directions: str) -> list[Edge]:
-        """The memorized facts: ``forward`` edges as listed, or ``both`` orientations."""
-        if directions not in ("forward", "both"):
-            raise ConfigError(f"directions={directions!r} is not accepted; use 'forward' or 'both'")
+        """The memorized facts: ``forward`` edges as listed, or ``both`` orientations.
+
+        A ``+self`` suffix (``forward+self``, ``both+self``) adds a self-edge ``u -> u`` for every
+        node, as the release's ``add_self_edges`` option does.
+        """
+        if directions not in DIRECTIONS:
+            raise ConfigError(
+                f"directions={directions!r} is not accepted; use one of "
+                + ", ".join(repr(d) for d in DIRECTIONS)
+            )
+        base, _, extra = directions.partition("+")
         out = list(dict.fromkeys((u, v) for u, v in self.edges if u != v))
-        if directions == "both":
+        if base == "both":
             out = list(dict.fromkeys([*out, *((v, u) for u, v in out)]))
+        if extra == "self":
+            out += [(u, u) for u in range(self.n_nodes)]
         return out
 
     @property
