@@ -55,7 +55,7 @@ def release_grid(tmp_path_factory):
     """The release's 4x4 grid with its own split (rows fine-tuned, columns held out)."""
     config = gm.GeometricMemoryConfig(
         graph="release_grid",
-        epochs=400,
+        epochs=250,
         path_epochs=10,
         incontext_epochs=0,
         ingredients=False,
@@ -121,7 +121,7 @@ def test_the_release_grid_is_memorized_geometrically(release_grid):
 def test_the_release_irregular_graph_runs_and_says_what_it_noticed():
     config = gm.GeometricMemoryConfig(
         graph="release_irregular",
-        epochs=200,
+        epochs=150,
         path_epochs=5,
         incontext_epochs=0,
         ingredients=False,
