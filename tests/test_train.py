@@ -382,3 +382,23 @@ def test_result_to_dict_and_figures():
         result.figure("nope")
     with pytest.raises(KeyError, match="no checkpoint at step 3; saved: 0, 6"):
         result.checkpoint(3)
+
+
+def test_sgd_is_plain_gradient_descent():
+    torch.manual_seed(0)
+    w0 = torch.randn(4, 3)
+    x = torch.randn(16, 4)
+    model = torch.nn.Linear(4, 3, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(w0.T)
+    config = TrainConfig(
+        steps=3, lr=0.1, weight_decay=0.0, optimizer="sgd", grad_clip=None, min_lr_ratio=1.0
+    )
+    result = train(model, config, data=x, loss_fn=lambda m, b: (m(b) ** 2).mean(), progress=False)
+    w = w0.T.clone().requires_grad_(True)
+    for _ in range(3):  # by hand: w -= lr * grad
+        (grad,) = torch.autograd.grad(((x @ w.T) ** 2).mean(), w)
+        w = (w - 0.1 * grad).detach().requires_grad_(True)
+    torch.testing.assert_close(result.model.weight.detach(), w.detach(), rtol=1e-6, atol=1e-7)
+    with pytest.raises(ConfigError, match="optimizer must be 'adamw' or 'sgd'"):
+        TrainConfig(steps=1, optimizer="adam")

@@ -5,7 +5,8 @@ transformer, the two-channel conflict decoder, the teacher-student residual toys
 LM) goes through :func:`train`, so they share one recipe and one set of guarantees:
 
 - **AdamW** (Loshchilov & Hutter, 2019, *Decoupled Weight Decay Regularization*) on the
-  parameters that have ``requires_grad``; frozen ones stay bitwise unchanged.
+  parameters that have ``requires_grad``; frozen ones stay bitwise unchanged. ``optimizer="sgd"``
+  selects plain gradient descent instead (the tied Node2Vec's spectral-bias analysis assumes it).
 - **Linear warm-up, then cosine decay** to a floor (Loshchilov & Hutter, 2017, *SGDR*):
   ``lr(s) = lr * (s + 1) / warmup`` for ``s < warmup``, then
   ``lr * (r + (1 - r) * (1 + cos(pi * (s - warmup) / (steps - warmup))) / 2)`` with floor ratio

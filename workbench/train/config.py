@@ -43,6 +43,9 @@ class TrainConfig:
     Attributes:
         steps: Optimizer steps.
         lr: Peak learning rate.
+        optimizer: ``adamw`` (default) or ``sgd``: plain gradient descent ``w -= lr * g`` (no
+            momentum; ``weight_decay`` is then L2 added to the gradient), which the spectral
+            analyses of embedding training assume.
         weight_decay: AdamW decoupled weight decay (applied to every trainable parameter).
         betas: AdamW moment coefficients.
         eps: AdamW epsilon.
@@ -68,6 +71,7 @@ class TrainConfig:
     steps: int
     lr: float = 1e-3
     weight_decay: float = 0.01
+    optimizer: str = "adamw"
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     warmup: int = 0
@@ -88,6 +92,8 @@ class TrainConfig:
             raise bad("steps", "an integer of at least 1")
         if not _is_real(self.lr) or not self.lr > 0:
             raise bad("lr", "a positive number")
+        if self.optimizer not in ("adamw", "sgd"):
+            raise bad("optimizer", "'adamw' or 'sgd'")
         if not _is_real(self.weight_decay) or not self.weight_decay >= 0:
             raise bad("weight_decay", "a number of at least 0")
         betas = tuple(self.betas) if isinstance(self.betas, Sequence) else ()

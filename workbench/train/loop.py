@@ -129,13 +129,18 @@ def _run(
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ConfigError("the model has no trainable parameters (all have requires_grad=False)")
-    opt = torch.optim.AdamW(
-        params,
-        lr=config.lr,
-        betas=config.betas,
-        eps=config.eps,
-        weight_decay=config.weight_decay,
-    )
+    if config.optimizer == "sgd":
+        opt: torch.optim.Optimizer = torch.optim.SGD(
+            params, lr=config.lr, weight_decay=config.weight_decay
+        )
+    else:
+        opt = torch.optim.AdamW(
+            params,
+            lr=config.lr,
+            betas=config.betas,
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+        )
     generator = torch.Generator().manual_seed(config.seed)
     if sample is not None:
         next_batch: Callable[[int], Batch] = lambda step: _to(sample(step, generator), device)  # noqa: E731

@@ -1,0 +1,337 @@
+"""The geometric-memory study on small graphs: the effect, the cache, results, the notebook."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from workbench.analyses import geometric_memory as gm
+from workbench.analyses.geometric_memory import collect, study
+from workbench.errors import ConfigError, InputError
+
+REPO = Path(__file__).resolve().parents[3]
+NOTEBOOK = REPO / "notebooks" / "geometric_memory.ipynb"
+TRAINERS = (
+    "memorize_edges",
+    "finetune_paths",
+    "train_tied_node2vec",
+    "train_walk_node2vec",
+    "train_incontext",
+    "umap_coordinates",
+)
+
+
+@pytest.fixture(scope="module")
+def star(tmp_path_factory):
+    """An 8-arm path-star, 2 hops an arm: the transformer, control, baselines, in-context control.
+
+    Two folds of four held-out arms and short path fine-tuning keep it to seconds; the held-out
+    accuracy of the full-size default is in the README (two-hop arms make the first step the
+    target's own neighbour, a lookup the associative control can learn too).
+    """
+    config = gm.GeometricMemoryConfig(
+        degree=8,
+        path_length=2,
+        epochs=400,
+        n_heldout=4,
+        path_epochs=40,
+        incontext_epochs=30,
+        ingredients=False,
+        umap=False,
+        device="cpu",
+    )
+    cache = tmp_path_factory.mktemp("gm-cache")
+    return config, gm.run(config, cache_dir=cache, progress=False), cache
+
+
+@pytest.fixture(scope="module")
+def release_grid(tmp_path_factory):
+    """The release's 4x4 grid with its own split (rows fine-tuned, columns held out)."""
+    config = gm.GeometricMemoryConfig(
+        graph="release_grid",
+        epochs=250,
+        path_epochs=10,
+        incontext_epochs=0,
+        ingredients=False,
+        umap=False,
+        device="cpu",
+    )
+    return gm.run(config, progress=False)
+
+
+def _no_training(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached unit was recomputed")
+
+    for name in TRAINERS:
+        monkeypatch.setattr(collect, name, refuse)
+
+
+def test_both_memorize_every_edge_and_only_the_transformer_is_geometric(star):
+    _, result, _ = star
+    m = gm.metrics(result)
+    # the centre has 8 successors, only 5 fit in its top 5: 29 of the 32 facts at best
+    assert m["edge_recovery_top5_ceiling"] == pytest.approx(29 / 32)
+    assert m["edge_recovery_top5"] == m["edge_recovery_top5_ceiling"]
+    assert m["edge_recovery_top5_control"] == m["edge_recovery_top5_ceiling"]
+    assert m["geometric_level"] > m["geometric_level_control"] + 0.08
+    assert m["spectral_top_energy"] > m["spectral_top_energy_control"]
+    assert m["spectral_top_energy"] > m["spectral_top_energy_chance"] + 0.1
+    assert m["spectral_top_energy_node2vec"] > m["spectral_top_energy_chance"] + 0.2
+    assert m["distance_spearman"] > m["distance_spearman_control"] + 0.2
+    # the control's embeddings never moved: they are the random initialization
+    assert result.control.curve.geometric_level[0] == pytest.approx(m["geometric_level_control"])
+
+
+def test_held_out_queries_are_scored_per_arm_and_the_incontext_control_stays_near_chance(star):
+    _, result, _ = star
+    m = gm.metrics(result)
+    assert m["chance_accuracy"] == pytest.approx(1 / 8)
+    assert len(result.transformer.paths.correct) == 8  # every arm held out once
+    assert m["heldout_path_accuracy"] == np.mean(result.transformer.paths.correct)
+    assert m["incontext_path_accuracy"] <= m["incontext_chance_accuracy"] + 0.2
+    assert m["incontext_chance_accuracy"] == pytest.approx(1 / 8)
+
+
+def test_training_curve_records_memorization(star):
+    _, result, _ = star
+    curve = result.transformer.curve
+    assert curve.steps[0] == 0 and curve.steps[-1] == 400 and len(curve.steps) == 21
+    assert curve.edge_recovery[-1] == result.recovery_ceiling > curve.edge_recovery[0]
+    assert np.isnan(curve.loss[0]) and curve.loss[-1] < curve.loss[1]
+
+
+def test_the_release_grid_is_memorized_geometrically(release_grid):
+    m = gm.metrics(release_grid)
+    assert m["n_nodes"] == 16 and m["n_edges"] == 24
+    assert m["edge_recovery_top5"] == 1.0 and m["edge_recovery_top5_control"] == 1.0
+    assert m["geometric_level"] > m["geometric_level_control"] + 0.15
+    assert m["spectral_top_energy"] > m["spectral_top_energy_chance"] + 0.2
+    assert m["spectral_top_energy_control"] < m["spectral_top_energy_chance"] + 0.1
+    assert m["distance_spearman"] > 0.4 > 0.1 > m["distance_spearman_control"]
+    assert len(release_grid.transformer.paths.correct) == 4  # the file's four held-out columns
+
+
+def test_the_release_irregular_graph_runs_and_says_what_it_noticed():
+    config = gm.GeometricMemoryConfig(
+        graph="release_irregular",
+        epochs=150,
+        path_epochs=5,
+        incontext_epochs=0,
+        ingredients=False,
+        umap=False,
+        device="cpu",
+    )
+    result = gm.run(config, progress=False)
+    m = gm.metrics(result)
+    assert m["edge_recovery_top5"] == 1.0 and m["geometric_level"] > m["geometric_level_control"]
+    assert any("not held out" in n for n in result.notes)
+    assert any("2 connected components" in n for n in result.notes)
+
+
+def test_a_rerun_from_the_cache_trains_nothing(star, monkeypatch):
+    config, result, cache = star
+    _no_training(monkeypatch)
+    again = gm.run(config, cache_dir=cache, progress=False)
+    assert again.to_dict() == result.to_dict()
+    with pytest.raises(AssertionError, match="recomputed"):
+        gm.run(replace(config, epochs=401), cache_dir=cache, progress=False)
+
+
+def test_ingredient_rows_change_one_setting_and_reuse_the_main_run(monkeypatch):
+    calls = []
+    real = collect.memorize_edges
+
+    def fast(graph, spec, **kw):
+        calls.append((spec.tied, spec.n_layers, kw["directions"], kw["weight_decay"], spec.frozen))
+        return real(graph, spec, **{**kw, "epochs": 5})
+
+    monkeypatch.setattr(collect, "memorize_edges", fast)
+    monkeypatch.setattr(
+        collect, "finetune_paths", lambda *a, **k: gm.PathAccuracy((True,), (0.5,), 1.0)
+    )
+    config = gm.GeometricMemoryConfig(
+        degree=2, path_length=2, incontext_epochs=0, umap=False, device="cpu"
+    )
+    result = gm.run(config, progress=False)
+    names = [r.name for r in result.ingredients]
+    assert names == [n for n, _ in gm.ingredient_settings(config)]
+    # main transformer, control, then four rows; "both directions" is the main run itself
+    assert calls == [
+        (True, 1, "both", 0.0, False),
+        (True, 1, "both", 0.0, True),
+        (True, 1, "forward", 0.0, False),
+        (False, 1, "forward", 0.0, False),
+        (True, 1, "forward", 0.1, False),
+        (True, 2, "forward", 0.0, False),
+    ]
+    both = result.ingredients[names.index("both directions")]
+    assert both.geometric_level == result.transformer.geometry.geometric_level
+    assert "setting" in result.ingredient_table() and result.figure("ingredients").data
+    assert set(gm.metrics(result)["ingredients"]) == set(names)
+
+
+def test_results_round_trip_and_metric_keys(star):
+    _, result, _ = star
+    again = gm.GeometricMemoryResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.to_dict() == result.to_dict()
+    m = gm.metrics(result)
+    assert tuple(m) == gm.METRIC_KEYS
+    json.dumps(m, allow_nan=False)
+
+
+def test_every_figure_kind_draws(star):
+    _, result, _ = star
+    assert result.figure_kinds() == [k for k in gm.FIGURES if k != "ingredients"]
+    for kind in result.figure_kinds():
+        fig = result.figure(kind)
+        assert fig.data and fig.layout.title.text
+    with pytest.raises(InputError, match="not available"):
+        result.figure("ingredients")
+    with pytest.raises(InputError, match="unknown figure kind"):
+        result.figure("nope")
+    # with UMAP coordinates the projections get a second row
+    geo = result.transformer.geometry
+    umap = replace(geo, umap=np.zeros((geo.embeddings.shape[0], 2)))
+    with_umap = replace(result, transformer=replace(result.transformer, geometry=umap))
+    assert len(with_umap.figure("projections").data) > len(result.figure("projections").data)
+
+
+def test_results_check_their_shapes(star):
+    _, result, _ = star
+    geo = result.transformer.geometry
+    with pytest.raises(InputError, match="spectral energy"):
+        replace(geo, spectral_energy=np.ones(3))
+    with pytest.raises(InputError, match="eigenvalues"):
+        replace(result, eigenvalues=np.ones(2))
+    with pytest.raises(InputError, match="one chance level per query"):
+        gm.PathAccuracy((True, False), (0.5,))
+    assert geo.embeddings.flags.writeable is False
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"degree": 0}, "degree must be an integer of at least 1"),
+        ({"path_length": 0}, "path_length must be an integer of at least 1"),
+        ({"edges": "sideways"}, "edges='sideways' is not accepted"),
+        ({"n_heldout": 9, "degree": 4}, "n_heldout=9 held-out paths but the graph has 4 targets"),
+        ({"graph": "nope"}, "neither a family"),
+        ({"umap": "yes"}, "umap must be True or False"),
+    ],
+)
+def test_bad_parameters_fail_in_one_line_before_any_training(params, match, monkeypatch):
+    _no_training(monkeypatch)
+    with pytest.raises(ConfigError, match=match) as info:
+        gm.GeometricMemoryConfig(**params)
+    assert "\n" not in str(info.value)
+
+
+def test_a_malformed_or_disconnected_file_fails_before_training(tmp_path, monkeypatch):
+    _no_training(monkeypatch)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0=1\n1=x\n")
+    with pytest.raises(InputError, match=r"bad\.txt line 2"):
+        gm.GeometricMemoryConfig(graph=str(bad))
+    apart = tmp_path / "apart.txt"
+    apart.write_text("0=1\n2=3\n")
+    with pytest.raises(InputError, match="not connected"):
+        gm.GeometricMemoryConfig(graph=str(apart))
+
+
+def test_any_model_embeddings_against_a_token_graph(tiny_dir):
+    from workbench import load_model
+
+    subject = load_model(tiny_dir("gpt2"), device="cpu")
+    texts = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"] * 3
+    graph = gm.cooccurrence_graph(subject.tokenizer, texts, top=30, window=1, min_count=2)
+    # brute force: adjacent token pairs among the kept tokens, counted over the texts
+    ids = [subject.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    pairs = {}
+    for row in ids:
+        for a, b in itertools.pairwise(row):
+            if a != b:
+                key = frozenset((a, b))
+                pairs[key] = pairs.get(key, 0) + 1
+    got = {frozenset((graph.token_ids[u], graph.token_ids[v])) for u, v in graph.edges}
+    assert got and all(pairs[e] >= 2 for e in got)
+    geo = gm.embedding_geometry(subject, graph)
+    table = subject.model.get_input_embeddings().weight.detach().double().numpy()
+    rows = table[list(graph.token_ids)]
+    np.testing.assert_allclose(geo.embeddings, rows)
+    assert geo.geometric_level == pytest.approx(
+        gm.geometric_level(rows, graph.adjacency), rel=1e-12
+    )
+    assert geo.edge_recovery is None and geo.name == subject.name
+
+
+def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 4
+    assert "parameters" in code[0].metadata.get("tags", [])
+    names = [
+        line.split("=")[0].strip()
+        for line in code[0].source.splitlines()
+        if "=" in line and not line.startswith("#")
+    ]
+    assert names == [*gm.GeometricMemoryConfig.parameter_names(), "out_dir"]
+    assert "GeometricMemoryConfig(" not in "".join(c.source for c in code[1:])
+    # the notebook's defaults are the config's
+    namespace: dict = {}
+    exec(code[0].source, namespace)
+    assert gm.GeometricMemoryConfig.from_params(namespace) == gm.GeometricMemoryConfig()
+
+
+@pytest.mark.slow
+def test_notebook_runs_under_papermill(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    out = tmp_path / "run"
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(tmp_path / "executed.ipynb"),
+        parameters={
+            "degree": 3,
+            "path_length": 2,
+            "epochs": 150,
+            "path_epochs": 40,
+            "incontext_epochs": 20,
+            "umap": True,
+            "device": "cpu",
+            "out_dir": str(out),
+        },
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    record = json.loads((out / "results.json").read_text())
+    assert record["analysis"] == "geometric_memory"
+    assert tuple(record["metrics"]) == study.METRIC_KEYS
+    assert record["metrics"]["edge_recovery_top5"] == 1.0
+    assert len(record["metrics"]["ingredients"]) == 5
+    assert any(f.endswith("projections.html") for f in record["figures"])
+
+
+def test_self_edges_run_through_every_step():
+    config = gm.GeometricMemoryConfig(
+        degree=2,
+        path_length=2,
+        edges="both+self",
+        epochs=10,
+        path_epochs=2,
+        incontext_epochs=2,
+        ingredients=False,
+        umap=False,
+        device="cpu",
+    )
+    result = gm.run(config, progress=False)
+    m = gm.metrics(result)
+    assert m["edge_recovery_top5_ceiling"] == 1.0  # 5 nodes: every successor fits in a top 5
+    assert 0.0 <= m["edge_recovery_top5"] <= 1.0
+    # a self-edge is no step: chance stays one over the start's neighbours
+    assert m["incontext_chance_accuracy"] == pytest.approx(1 / 2)

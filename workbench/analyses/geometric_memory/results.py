@@ -1,0 +1,390 @@
+"""The geometric-memory study's results: frozen, typed, JSON round-trippable, each with its figures.
+
+``to_dict()`` gives plain JSON data and ``from_dict()`` rebuilds the object; that pair is also the
+per-unit cache format (:class:`workbench.cache.UnitCache`). :class:`GeometricMemoryResult` draws
+every figure through ``figure(kind=...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.analyses.geometric_memory.graphs import GraphTask
+from workbench.arrays import frozen, frozen_or_none
+from workbench.errors import InputError
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+FIGURES = ("projections", "spectral_energy", "similarity", "training", "ingredients")
+"""Every figure kind of :meth:`GeometricMemoryResult.figure`, in notebook order."""
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class EmbeddingGeometry:
+    """The geometry of one set of node embeddings against the graph.
+
+    Attributes:
+        name: Which embeddings (``transformer``, ``control``, ``node2vec``, ``node2vec_walks``,
+            ``eigenmap``, or a model's name).
+        embeddings: ``(n_nodes, d)`` in canonical node order.
+        geometric_level: Edge minus non-edge mean cosine.
+        spectral_energy: ``(n_nodes - 1,)`` energy share per non-trivial Laplacian eigenvector,
+            eigenvalues ascending.
+        spectral_top_energy: Share on the top ``k`` of them (see ``compute.top_k``).
+        distance_spearman: Spearman of cosine distance with graph distance.
+        edge_recovery: Top-5 recovery of the memorized edges (models that predict tokens only).
+        umap: ``(n_nodes, 2)`` UMAP coordinates, when computed.
+    """
+
+    name: str
+    embeddings: np.ndarray = field(repr=False)
+    geometric_level: float
+    spectral_energy: np.ndarray = field(repr=False)
+    spectral_top_energy: float
+    distance_spearman: float
+    edge_recovery: float | None = None
+    umap: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        e = frozen(self.embeddings)
+        energy = frozen(self.spectral_energy)
+        if e.ndim != 2 or energy.shape != (e.shape[0] - 1,):
+            raise InputError(
+                f"{self.name}: embeddings {e.shape} need spectral energy of shape "
+                f"({e.shape[0] - 1},), got {energy.shape}"
+            )
+        umap = frozen_or_none(self.umap)
+        if umap is not None and umap.shape != (e.shape[0], 2):
+            raise InputError(f"{self.name}: UMAP coordinates {umap.shape}, need ({e.shape[0]}, 2)")
+        object.__setattr__(self, "embeddings", e)
+        object.__setattr__(self, "spectral_energy", energy)
+        object.__setattr__(self, "umap", umap)
+
+    def scalars(self) -> dict[str, float | None]:
+        """The four numbers (for tables and ``results.json``)."""
+        return {
+            "edge_recovery": self.edge_recovery,
+            "geometric_level": self.geometric_level,
+            "spectral_top_energy": self.spectral_top_energy,
+            "distance_spearman": self.distance_spearman,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return {
+            "name": self.name,
+            "embeddings": self.embeddings.tolist(),
+            "geometric_level": self.geometric_level,
+            "spectral_energy": self.spectral_energy.tolist(),
+            "spectral_top_energy": self.spectral_top_energy,
+            "distance_spearman": self.distance_spearman,
+            "edge_recovery": self.edge_recovery,
+            "umap": None if self.umap is None else self.umap.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EmbeddingGeometry:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data["name"],
+            np.asarray(data["embeddings"], dtype=np.float64),
+            float(data["geometric_level"]),
+            np.asarray(data["spectral_energy"], dtype=np.float64),
+            float(data["spectral_top_energy"]),
+            float("nan") if data["distance_spearman"] is None else data["distance_spearman"],
+            _float(data["edge_recovery"]),
+            data["umap"],
+        )
+
+
+@dataclass(frozen=True)
+class TrainingCurve:
+    """Memorization and geometry over edge-memorization training.
+
+    Attributes:
+        steps: Steps at which the model was evaluated.
+        edge_recovery: Top-5 edge recovery at each step.
+        geometric_level: Geometric level of the node embeddings at each step.
+        loss: Training loss at each step (``nan`` at step 0, before any update).
+    """
+
+    steps: tuple[int, ...]
+    edge_recovery: tuple[float, ...]
+    geometric_level: tuple[float, ...]
+    loss: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "edge_recovery", "geometric_level", "loss"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        n = len(self.steps)
+        if not n or any(
+            len(getattr(self, k)) != n for k in ("edge_recovery", "geometric_level", "loss")
+        ):
+            raise InputError("a training curve needs one value of each series per step")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "steps": list(self.steps),
+            "edge_recovery": list(self.edge_recovery),
+            "geometric_level": list(self.geometric_level),
+            "loss": [None if not np.isfinite(x) else x for x in self.loss],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainingCurve:
+        """Inverse of :meth:`to_dict`."""
+        loss = tuple(float("nan") if x is None else float(x) for x in data["loss"])
+        return cls(
+            tuple(data["steps"]), tuple(data["edge_recovery"]), tuple(data["geometric_level"]), loss
+        )
+
+
+@dataclass(frozen=True)
+class PathAccuracy:
+    """First-step accuracy of path queries.
+
+    Attributes:
+        correct: One flag per query: the model's first step after the start is the path's.
+        chance: One chance level per query, ``1 / degree(start)``.
+        train_accuracy: The same on the fine-tuning queries (how well they were fitted).
+    """
+
+    correct: tuple[bool, ...]
+    chance: tuple[float, ...]
+    train_accuracy: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "correct", tuple(bool(c) for c in self.correct))
+        object.__setattr__(self, "chance", tuple(float(c) for c in self.chance))
+        if not self.correct or len(self.correct) != len(self.chance):
+            raise InputError("path accuracy needs one chance level per query, and a query")
+
+    @property
+    def accuracy(self) -> float:
+        """Share of queries answered with the right first step."""
+        return float(np.mean(self.correct))
+
+    @property
+    def chance_accuracy(self) -> float:
+        """Mean chance level over the queries."""
+        return float(np.mean(self.chance))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "correct": list(self.correct),
+            "chance": list(self.chance),
+            "train_accuracy": self.train_accuracy,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PathAccuracy:
+        """Inverse of :meth:`to_dict`."""
+        return cls(tuple(data["correct"]), tuple(data["chance"]), _float(data["train_accuracy"]))
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One trained sequence model: its embeddings' geometry, curve and path queries.
+
+    Attributes:
+        geometry: The node embeddings' geometry after edge memorization.
+        curve: Memorization and geometry during edge memorization.
+        paths: Held-out path queries after path fine-tuning (``None`` when not run).
+    """
+
+    geometry: EmbeddingGeometry
+    curve: TrainingCurve
+    paths: PathAccuracy | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return {
+            "geometry": self.geometry.to_dict(),
+            "curve": self.curve.to_dict(),
+            "paths": None if self.paths is None else self.paths.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelRun:
+        """Inverse of :meth:`to_dict`."""
+        paths = None if data["paths"] is None else PathAccuracy.from_dict(data["paths"])
+        return cls(
+            EmbeddingGeometry.from_dict(data["geometry"]),
+            TrainingCurve.from_dict(data["curve"]),
+            paths,
+        )
+
+
+@dataclass(frozen=True)
+class Ingredient:
+    """One row of the ingredient table: edge memorization with one setting changed.
+
+    Attributes:
+        name: What changed (``release`` for the release's tiny setting itself).
+        tied: Input and output embeddings tied.
+        weight_decay: AdamW weight decay.
+        directions: ``forward`` or ``both`` edge directions memorized.
+        n_layers: Transformer blocks.
+        geometry: The resulting node-embedding geometry (embeddings dropped to keep it small).
+    """
+
+    name: str
+    tied: bool
+    weight_decay: float
+    directions: str
+    n_layers: int
+    edge_recovery: float
+    geometric_level: float
+    spectral_top_energy: float
+    distance_spearman: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Ingredient:
+        """Inverse of :meth:`to_dict`."""
+        spearman = data["distance_spearman"]
+        return cls(
+            data["name"],
+            bool(data["tied"]),
+            float(data["weight_decay"]),
+            data["directions"],
+            int(data["n_layers"]),
+            float(data["edge_recovery"]),
+            float(data["geometric_level"]),
+            float(data["spectral_top_energy"]),
+            float("nan") if spearman is None else float(spearman),
+        )
+
+
+@dataclass(frozen=True)
+class GeometricMemoryResult:
+    """The whole study on one graph.
+
+    Attributes:
+        graph: The graph task (edges, paths, labels).
+        eigenvalues: Non-trivial normalized-Laplacian eigenvalues, ascending, ``(n_nodes - 1,)``.
+        top_k: How many of them count as the top for ``spectral_top_energy``.
+        transformer: The edge-memorizing transformer, fine-tuned on paths.
+        control: The same model with frozen random embeddings (associative memory).
+        baselines: Embeddings without a sequence model: the paper's tied Node2Vec, random-walk
+            Node2Vec and the Laplacian eigenmap, by name.
+        incontext: First-step accuracy of a transformer that reads a fresh relabelled graph in its
+            prompt (``None`` when not run).
+        ingredients: One row per setting of the ingredient table.
+        notes: What was skipped or noticed, in plain words.
+        recovery_ceiling: The best top-5 edge recovery the memorized facts allow (below 1 when a
+            node has more than five memorized successors).
+    """
+
+    graph: GraphTask
+    eigenvalues: np.ndarray = field(repr=False)
+    top_k: int
+    transformer: ModelRun
+    control: ModelRun
+    baselines: dict[str, EmbeddingGeometry] = field(repr=False)
+    incontext: PathAccuracy | None = None
+    ingredients: tuple[Ingredient, ...] = ()
+    notes: tuple[str, ...] = ()
+    recovery_ceiling: float = 1.0
+
+    def __post_init__(self) -> None:
+        n = self.graph.n_nodes
+        values = frozen(self.eigenvalues)
+        if values.shape != (n - 1,):
+            raise InputError(
+                f"{values.shape} eigenvalues for a graph of {n} nodes; need ({n - 1},)"
+            )
+        object.__setattr__(self, "eigenvalues", values)
+        object.__setattr__(self, "ingredients", tuple(self.ingredients))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "baselines", dict(self.baselines))
+        for geo in self.geometries().values():
+            if geo.embeddings.shape[0] != n:
+                raise InputError(f"{geo.name} has {geo.embeddings.shape[0]} rows for {n} nodes")
+
+    def geometries(self) -> dict[str, EmbeddingGeometry]:
+        """Every set of node embeddings, by name (the transformer's first)."""
+        return {
+            "transformer": self.transformer.geometry,
+            "control": self.control.geometry,
+            **self.baselines,
+        }
+
+    def figure_kinds(self) -> list[str]:
+        """The figure kinds this result can draw."""
+        return [k for k in FIGURES if k != "ingredients" or self.ingredients]
+
+    def figure(self, kind: str = "projections") -> go.Figure:
+        """One of the study's figures.
+
+        Args:
+            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
+
+        Raises:
+            InputError: An unknown kind, or one this result cannot draw.
+        """
+        from workbench.analyses.geometric_memory import figures
+
+        if kind not in FIGURES:
+            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
+        if kind not in self.figure_kinds():
+            raise InputError(
+                f"figure {kind!r} is not available for this result; "
+                f"available: {', '.join(self.figure_kinds())}"
+            )
+        return figures.BUILDERS[kind](self)
+
+    def ingredient_table(self) -> str:
+        """The ingredient table as fixed-width text (the notebook prints it)."""
+        head = f"{'setting':<22}{'recovery':>9}{'geo level':>10}{'top energy':>11}{'spearman':>9}"
+        rows = [head]
+        for r in self.ingredients:
+            rows.append(
+                f"{r.name:<22}{r.edge_recovery:>9.3f}{r.geometric_level:>10.3f}"
+                f"{r.spectral_top_energy:>11.3f}{r.distance_spearman:>9.3f}"
+            )
+        return "\n".join(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "graph": self.graph.to_dict(),
+            "eigenvalues": self.eigenvalues.tolist(),
+            "top_k": self.top_k,
+            "transformer": self.transformer.to_dict(),
+            "control": self.control.to_dict(),
+            "baselines": {k: v.to_dict() for k, v in self.baselines.items()},
+            "incontext": None if self.incontext is None else self.incontext.to_dict(),
+            "ingredients": [r.to_dict() for r in self.ingredients],
+            "notes": list(self.notes),
+            "recovery_ceiling": self.recovery_ceiling,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GeometricMemoryResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            GraphTask.from_dict(data["graph"]),
+            np.asarray(data["eigenvalues"], dtype=np.float64),
+            int(data["top_k"]),
+            ModelRun.from_dict(data["transformer"]),
+            ModelRun.from_dict(data["control"]),
+            {k: EmbeddingGeometry.from_dict(v) for k, v in data["baselines"].items()},
+            None if data["incontext"] is None else PathAccuracy.from_dict(data["incontext"]),
+            tuple(Ingredient.from_dict(r) for r in data["ingredients"]),
+            tuple(data["notes"]),
+            float(data.get("recovery_ceiling", 1.0)),
+        )

@@ -1,0 +1,414 @@
+"""The geometric-memory study end to end: ``run(config, cache_dir)`` and ``results.json``.
+
+Every unit is cached with :class:`workbench.cache.UnitCache` (the transformer with its path
+fine-tuning, the control, each baseline, the in-context control, each ingredient row, each UMAP), so
+a rerun with the same config trains nothing; changing only ``umap`` or ``ingredients`` reuses every
+trained model.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.analyses.geometric_memory import collect, compute
+from workbench.analyses.geometric_memory.config import GeometricMemoryConfig
+from workbench.analyses.geometric_memory.graphs import GraphTask
+from workbench.analyses.geometric_memory.models import TransformerSpec
+from workbench.analyses.geometric_memory.results import (
+    EmbeddingGeometry,
+    GeometricMemoryResult,
+    Ingredient,
+    ModelRun,
+    PathAccuracy,
+)
+from workbench.analyses.geometric_memory.sequences import vocab_size
+from workbench.cache import UnitCache
+
+log = logging.getLogger(__name__)
+
+ANALYSIS = "geometric_memory"
+METRIC_KEYS = (
+    "edge_recovery_top5",
+    "edge_recovery_top5_control",
+    "edge_recovery_top5_ceiling",
+    "geometric_level",
+    "geometric_level_control",
+    "geometric_level_node2vec",
+    "geometric_level_node2vec_walks",
+    "spectral_top_energy",
+    "spectral_top_energy_control",
+    "spectral_top_energy_node2vec",
+    "spectral_top_energy_chance",
+    "distance_spearman",
+    "distance_spearman_control",
+    "distance_spearman_node2vec",
+    "heldout_path_accuracy",
+    "heldout_path_accuracy_control",
+    "train_path_accuracy",
+    "chance_accuracy",
+    "incontext_path_accuracy",
+    "incontext_chance_accuracy",
+    "ingredients",
+    "n_nodes",
+    "n_edges",
+)
+"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
+their ``_control``/``_node2vec`` twins, then context."""
+INGREDIENT_METRICS = (
+    "edge_recovery",
+    "geometric_level",
+    "spectral_top_energy",
+    "distance_spearman",
+)
+"""What ``results.json`` records of each ingredient row (its name says the setting)."""
+INGREDIENT_DECAY = 0.1
+"""Weight decay of the ingredient table's weight-decay row."""
+PATH_LR = 1e-2
+"""Peak learning rate of path fine-tuning (1e-3 fitted the fine-tuning paths but left held-out
+ones at chance on the default path-star; measured in the report of issue 10)."""
+
+
+def _spec(config: GeometricMemoryConfig, graph: GraphTask, **changes: Any) -> TransformerSpec:
+    longest = max(len(p) for p in graph.paths)
+    spec = TransformerSpec(
+        vocab_size(graph.n_nodes), longest + 3, config.d_model, config.n_layers, config.tied
+    )
+    return replace(spec, **changes)
+
+
+def _paths_over_folds(
+    run: collect.EdgeRun,
+    graph: GraphTask,
+    spec: TransformerSpec,
+    config: GeometricMemoryConfig,
+    device: str,
+    progress: bool,
+) -> PathAccuracy:
+    """Held-out first-step accuracy over every fold (each query held out once)."""
+    correct: list[bool] = []
+    chance: list[float] = []
+    fitted: list[float] = []
+    for train_paths, test_paths in graph.folds():
+        fold = replace(
+            graph, paths=(*train_paths, *test_paths), n_heldout=len(test_paths), fixed_split=True
+        )
+        acc = collect.finetune_paths(
+            run,
+            fold,
+            spec,
+            directions=config.edges,
+            epochs=config.path_epochs,
+            lr=PATH_LR,
+            seed=config.seed,
+            device=device,
+            progress=progress,
+        )
+        correct += acc.correct
+        chance += acc.chance
+        fitted.append(acc.train_accuracy or 0.0)
+    return PathAccuracy(tuple(correct), tuple(chance), float(np.mean(fitted)))
+
+
+def _model_run(
+    name: str,
+    config: GeometricMemoryConfig,
+    graph: GraphTask,
+    frozen: bool,
+    geometry: dict[str, Any],
+    device: str,
+    progress: bool,
+) -> ModelRun:
+    spec = _spec(config, graph, frozen=frozen)
+    run = collect.memorize_edges(
+        graph,
+        spec,
+        directions=config.edges,
+        epochs=config.epochs,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        seed=config.seed,
+        device=device,
+        progress=progress,
+        desc=f"{name} edges",
+    )
+    geo = compute.measure_embeddings(
+        name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
+    )
+    paths = _paths_over_folds(run, graph, spec, config, device, progress)
+    return ModelRun(geo, run.curve, paths)
+
+
+def ingredient_settings(config: GeometricMemoryConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The ingredient table's rows: the release's tiny setting, then one change each."""
+    base = {"tied": True, "weight_decay": 0.0, "directions": "forward", "n_layers": config.n_layers}
+    return [
+        ("release (forward, tied)", base),
+        ("untied embeddings", {**base, "tied": False}),
+        (f"weight decay {INGREDIENT_DECAY:g}", {**base, "weight_decay": INGREDIENT_DECAY}),
+        ("both directions", {**base, "directions": "both"}),
+        (f"{config.n_layers + 1} layers", {**base, "n_layers": config.n_layers + 1}),
+    ]
+
+
+def _ingredient(
+    name: str,
+    settings: dict[str, Any],
+    config: GeometricMemoryConfig,
+    graph: GraphTask,
+    geometry: dict[str, Any],
+    device: str,
+    progress: bool,
+) -> Ingredient:
+    spec = _spec(config, graph, tied=settings["tied"], n_layers=settings["n_layers"])
+    run = collect.memorize_edges(
+        graph,
+        spec,
+        directions=settings["directions"],
+        epochs=config.epochs,
+        lr=config.lr,
+        weight_decay=settings["weight_decay"],
+        seed=config.seed,
+        device=device,
+        progress=progress,
+        desc=name,
+    )
+    geo = compute.measure_embeddings(
+        name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
+    )
+    return _row(name, settings, geo)
+
+
+def _row(name: str, settings: dict[str, Any], geo: EmbeddingGeometry) -> Ingredient:
+    return Ingredient(
+        name,
+        settings["tied"],
+        float(settings["weight_decay"]),
+        settings["directions"],
+        settings["n_layers"],
+        float(geo.edge_recovery or 0.0),
+        geo.geometric_level,
+        geo.spectral_top_energy,
+        geo.distance_spearman,
+    )
+
+
+def run(
+    config: GeometricMemoryConfig,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+) -> GeometricMemoryResult:
+    """The whole study on one graph.
+
+    Args:
+        config: The study's parameters.
+        cache_dir: Folder of the per-unit cache (``None``: compute everything, store nothing).
+        progress: Show progress bars.
+    """
+    from workbench.models.loading import resolve_device
+
+    graph = config.graph_task()
+    device = str(resolve_device(config.device))
+    cache = UnitCache(cache_dir, config.key("umap", "ingredients", "incontext_epochs"))
+    adjacency = graph.adjacency
+    values, vectors = compute.laplacian_spectrum(adjacency)
+    geometry = {"eigenvectors": vectors, "distances": compute.shortest_paths(adjacency)}
+
+    transformer = cache.get(
+        "transformer",
+        lambda: _model_run("transformer", config, graph, False, geometry, device, progress),
+        ModelRun.from_dict,
+    )
+    control = cache.get(
+        "control",
+        lambda: _model_run("control", config, graph, True, geometry, device, progress),
+        ModelRun.from_dict,
+    )
+    baselines = {
+        "node2vec": cache.get(
+            "node2vec",
+            lambda: compute.measure_embeddings(
+                "node2vec",
+                collect.train_tied_node2vec(graph, config.d_model, seed=config.seed, device=device),
+                adjacency,
+                **geometry,
+            ),
+            EmbeddingGeometry.from_dict,
+        ),
+        "node2vec_walks": cache.get(
+            "node2vec_walks",
+            lambda: compute.measure_embeddings(
+                "node2vec_walks",
+                collect.train_walk_node2vec(graph, config.d_model, seed=config.seed),
+                adjacency,
+                **geometry,
+            ),
+            EmbeddingGeometry.from_dict,
+        ),
+        "eigenmap": compute.measure_embeddings(
+            "eigenmap", compute.laplacian_eigenmap(adjacency, config.d_model), adjacency, **geometry
+        ),
+    }
+    notes = list(graph.notes)
+    incontext = None
+    if config.incontext_epochs:
+        incontext = cache.get(
+            f"incontext-{config.incontext_epochs}",
+            lambda: collect.train_incontext(
+                graph,
+                _spec(
+                    config,
+                    graph,
+                    positions=3 * len(graph.directed_edges(config.edges))
+                    + max(len(p) for p in graph.paths)
+                    + 2,
+                ),
+                directions=config.edges,
+                steps=config.incontext_epochs,
+                seed=config.seed,
+                device=device,
+                progress=progress,
+            ),
+            PathAccuracy.from_dict,
+        )
+    else:
+        notes.append("in-context control skipped (incontext_epochs=0)")
+    rows: list[Ingredient] = []
+    if config.ingredients:
+        for name, settings in ingredient_settings(config):
+            same = (
+                settings["tied"] == config.tied
+                and settings["weight_decay"] == config.weight_decay
+                and settings["directions"] == config.edges
+                and settings["n_layers"] == config.n_layers
+            )
+            if same:  # the main transformer already is this row
+                rows.append(_row(name, settings, transformer.geometry))
+                continue
+            unit = "ingredient-" + "-".join(f"{k}={v}" for k, v in sorted(settings.items()))
+            rows.append(
+                cache.get(
+                    unit,
+                    lambda n=name, s=settings: _ingredient(
+                        n, s, config, graph, geometry, device, progress
+                    ),
+                    Ingredient.from_dict,
+                )
+            )
+    if config.umap:
+        transformer, control, baselines = _with_umap(cache, config, transformer, control, baselines)
+    else:
+        notes.append("UMAP skipped (umap=False): projections show PCA only")
+    log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
+    return GeometricMemoryResult(
+        graph,
+        values[1:],
+        compute.top_k(graph.n_nodes),
+        transformer,
+        control,
+        baselines,
+        incontext,
+        tuple(rows),
+        tuple(notes),
+        compute.recovery_ceiling(graph.directed_edges(config.edges), 5),
+    )
+
+
+class _Coordinates:
+    """A cacheable ``(n, 2)`` array."""
+
+    def __init__(self, xy: Any) -> None:
+        self.xy = np.asarray(xy, dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"xy": self.xy.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _Coordinates:
+        return cls(data["xy"])
+
+
+def _with_umap(
+    cache: UnitCache,
+    config: GeometricMemoryConfig,
+    transformer: ModelRun,
+    control: ModelRun,
+    baselines: dict[str, EmbeddingGeometry],
+):
+    def attach(geo: EmbeddingGeometry) -> EmbeddingGeometry:
+        coords = cache.get(
+            f"umap-{geo.name}",
+            lambda: _Coordinates(collect.umap_coordinates(geo.embeddings, seed=config.seed)),
+            _Coordinates.from_dict,
+        )
+        return replace(geo, umap=coords.xy)
+
+    return (
+        replace(transformer, geometry=attach(transformer.geometry)),
+        replace(control, geometry=attach(control.geometry)),
+        {k: attach(v) for k, v in baselines.items()},
+    )
+
+
+def metrics(result: GeometricMemoryResult) -> dict[str, Any]:
+    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
+    t, c = result.transformer, result.control
+    n2v, walks = result.baselines["node2vec"], result.baselines["node2vec_walks"]
+    return {
+        "edge_recovery_top5": t.geometry.edge_recovery,
+        "edge_recovery_top5_control": c.geometry.edge_recovery,
+        "edge_recovery_top5_ceiling": result.recovery_ceiling,
+        "geometric_level": t.geometry.geometric_level,
+        "geometric_level_control": c.geometry.geometric_level,
+        "geometric_level_node2vec": n2v.geometric_level,
+        "geometric_level_node2vec_walks": walks.geometric_level,
+        "spectral_top_energy": t.geometry.spectral_top_energy,
+        "spectral_top_energy_control": c.geometry.spectral_top_energy,
+        "spectral_top_energy_node2vec": n2v.spectral_top_energy,
+        "spectral_top_energy_chance": result.top_k / len(result.eigenvalues),
+        "distance_spearman": t.geometry.distance_spearman,
+        "distance_spearman_control": c.geometry.distance_spearman,
+        "distance_spearman_node2vec": n2v.distance_spearman,
+        "heldout_path_accuracy": None if t.paths is None else t.paths.accuracy,
+        "heldout_path_accuracy_control": None if c.paths is None else c.paths.accuracy,
+        "train_path_accuracy": None if t.paths is None else t.paths.train_accuracy,
+        "chance_accuracy": None if t.paths is None else t.paths.chance_accuracy,
+        "incontext_path_accuracy": None if result.incontext is None else result.incontext.accuracy,
+        "incontext_chance_accuracy": None
+        if result.incontext is None
+        else result.incontext.chance_accuracy,
+        "ingredients": {
+            r.name: {k: getattr(r, k) for k in INGREDIENT_METRICS} for r in result.ingredients
+        },
+        "n_nodes": result.graph.n_nodes,
+        "n_edges": len(result.graph.edges),
+    }
+
+
+def save(
+    result: GeometricMemoryResult,
+    config: GeometricMemoryConfig,
+    out_dir: str | os.PathLike[str],
+    figures: Sequence[str | os.PathLike[str]] = (),
+) -> Path:
+    """Writes ``out_dir/results.json`` (metrics, parameters, figures, seed)."""
+    from workbench.runner.results import save_results
+
+    return save_results(
+        out_dir,
+        analysis=ANALYSIS,
+        params=config.to_params(),
+        metrics=metrics(result),
+        figures=list(figures),
+        model=f"gpt2 {config.n_layers}x{config.d_model} (trained here)",
+        revision=None,
+        seed=config.seed,
+        notes=list(result.notes),
+    )
