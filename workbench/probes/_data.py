@@ -34,6 +34,16 @@ def as_float32(x: Any) -> Tensor:
     return torch.from_numpy(arr)
 
 
+def to_numpy(x: Any) -> Any:
+    """A CPU numpy view of a tensor (float16/bfloat16 widened to float32); other input as is."""
+    if not isinstance(x, Tensor):
+        return x
+    x = x.detach().cpu()
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.to(torch.float32)
+    return x.numpy()
+
+
 def check_classes(classes: np.ndarray) -> None:
     """Raises :class:`ProbeError` unless there are at least two classes."""
     if len(classes) < 2:

@@ -115,9 +115,11 @@ def select_sites(
     for name in available if sites is None else sites:
         if name in available and (sites is not None or layers is None):
             chosen.add(name)
+        elif name in kinds and layers is None:
+            chosen.update(f"{name}.{layer}" for layer in kinds[name])
         elif name in kinds:
             top = max(kinds[name]) + 1
-            wanted = parse_layers("all" if layers is None else layers, top)
+            wanted = parse_layers(layers, top)
             lost = sorted(set(wanted) - set(kinds[name]))
             if lost:
                 have = ", ".join(map(str, sorted(kinds[name])))
