@@ -44,6 +44,18 @@ def to_numpy(x: Any) -> Any:
     return x.numpy()
 
 
+def check_discrete(y: np.ndarray) -> None:
+    """Raises :class:`ProbeError` for continuous (regression-like) labels."""
+    from sklearn.utils.multiclass import type_of_target
+
+    try:
+        kind = type_of_target(y)
+    except ValueError as exc:
+        raise ProbeError(f"labels cannot be read as classes ({exc})") from exc
+    if kind not in ("binary", "multiclass"):
+        raise ProbeError(f"labels look {kind}; class labels (ints, strings, bools) are accepted")
+
+
 def check_classes(classes: np.ndarray) -> None:
     """Raises :class:`ProbeError` unless there are at least two classes."""
     if len(classes) < 2:
