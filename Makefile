@@ -3,22 +3,38 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
+# pip's wheel folders (PIP_FIND_LINKS, space-separated) passed on to uv, which does not read them:
+# on machines that keep a CPU build of torch there, uv must see it too or it downloads CUDA's.
+FIND_LINKS := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 
-.PHONY: venv test lint demo bench clean
+.PHONY: venv test test-fast lint demo bench doctor clean
 
 venv: $(STAMP)
 
-# Pinned, reproducible install: constraints.txt fixes every version (torch is the CPU build).
+# Pinned, reproducible install: constraints.txt fixes every version (torch is the CPU build where
+# no GPU is present). uv installs in well under a minute; pip is the fallback when uv cannot be had.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet -c constraints.txt -e ".[dev]"
+	@if $(PIP) install --quiet "uv==$$(sed -n 's/^uv==//p' constraints.txt)" 2>/dev/null; then \
+		echo "installing with uv"; \
+		$(UV) pip install --quiet --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"; \
+	else \
+		echo "uv unavailable: installing with pip (slower)"; \
+		$(PIP) install --quiet -c constraints.txt -e ".[dev]"; \
+	fi
+	$(PY) -m workbench.doctor --install-check
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests bench
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
+
+# the inner loop: everything but papermill, browser and Ray tests
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests bench
@@ -26,6 +42,9 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/workbench demo
+
+doctor: $(STAMP)
+	$(VENV)/bin/workbench doctor
 
 bench: $(STAMP)
 	$(PY) bench/capture.py

@@ -14,8 +14,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import tinymodels
+from support import chromium_or_skip
 
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "bert")
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The system Chromium (the test is skipped without one, unless CI requires it)."""
+    return chromium_or_skip()
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +54,46 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("tiny-lm") / "small"
     return train_tiny_lm(TinyLMConfig(**tinymodels.SMALL_TINY_LM), out=out, progress=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_default_tiny_lm_training():
+    """Fails a test that would train the full default tiny-lm (minutes of CPU).
+
+    A test that needs the name ``tiny-lm`` takes the ``tiny_lm_home`` fixture instead: the
+    session's one small tiny-lm, found under the default name through ``WORKBENCH_HOME``.
+    """
+    from workbench.models import tiny_lm
+
+    real = tiny_lm.train_tiny_lm
+
+    def guarded(config=None, **kwargs):
+        if (config or tiny_lm.TinyLMConfig()) == tiny_lm.TinyLMConfig():
+            pytest.fail("a test tried to train the full default tiny-lm; use tiny_lm_home")
+        return real(config, **kwargs)
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(tiny_lm, "train_tiny_lm", guarded)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def _tiny_lm_home_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from workbench.models.tiny_lm import TinyLMConfig
+
+    home = tmp_path_factory.mktemp("tiny-lm-home")
+    target = home / "tiny-lm" / TinyLMConfig().tag
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tiny_lm_dir, target_is_directory=True)
+    return home
+
+
+@pytest.fixture
+def tiny_lm_home(_tiny_lm_home_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``WORKBENCH_HOME`` where the name ``tiny-lm`` is the session's small tiny-lm."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(_tiny_lm_home_dir))
+    return _tiny_lm_home_dir
 
 
 @pytest.fixture(scope="session")

@@ -107,6 +107,7 @@ def test_bad_input_exits_2_with_one_line(tiny_dir, tmp_path, capsys, argv, messa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_console_script_and_debug_traceback(tmp_path):
     exe = [sys.executable, "-m", "workbench.cli"]
     ok = subprocess.run([*exe, "models"], capture_output=True, text=True, timeout=120)
@@ -132,3 +133,23 @@ def test_console_script_and_debug_traceback(tmp_path):
         [bad[0], bad[1], bad[2], "--debug", *bad[3:]], capture_output=True, text=True, timeout=300
     )
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_train_tiny_lm_passes_its_options_to_the_trainer(tmp_path, monkeypatch, capsys):
+    from workbench.models import tiny_lm
+
+    calls = []
+
+    def fake(config, *, out, progress=True):
+        calls.append((config, out))
+        return out
+
+    monkeypatch.setattr(tiny_lm, "train_tiny_lm", fake)
+    assert main(["train", "tiny-lm", "--steps", "7", "--seed", "3", "--out", str(tmp_path)]) == 0
+    assert calls == [(tiny_lm.TinyLMConfig(steps=7, seed=3), str(tmp_path))]
+    assert capsys.readouterr().out.strip() == str(tmp_path)
+    monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
+    assert main(["train", "tiny-lm"]) == 0
+    assert calls[-1] == (tiny_lm.TinyLMConfig(), tiny_lm.default_path())
+    assert main(["train", "tiny-lm", "--steps", "0"]) == 2
+    assert capsys.readouterr().err == "error: steps must be at least 1, got 0\n"

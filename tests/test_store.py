@@ -63,7 +63,7 @@ def test_overlapped_writes_give_the_same_store(subject, reference, tmp_path, mon
     """The accelerator path (writes on a thread, behind the next forward) run on the CPU."""
     import importlib
 
-    wc = importlib.import_module("workbench.capture")  # the module, not the function
+    wc = importlib.import_module("workbench.capturing")  # the module, not the function
 
     monkeypatch.setattr(wc, "_overlap_writes", lambda _subject: True)
     store = run_capture(subject, tmp_path / "s")

@@ -13,7 +13,7 @@ import torch
 import transformers as T
 
 VOCAB = 256
-SMALL_TINY_LM = dict(steps=50, d_model=32, n_heads=2, n_layers=2, warmup=5)
+SMALL_TINY_LM = dict(steps=50, d_model=32, n_heads=2, n_layers=2, warmup=5, batch_size=8)
 """A tiny-lm small enough to train in seconds: checkpoints at steps 0, 10, 20 and 50."""
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",

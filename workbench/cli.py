@@ -13,6 +13,15 @@ import sys
 from collections.abc import Sequence
 
 
+def _add_formats(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--formats",
+        default=None,
+        help="figure formats: auto (HTML, plus PDF/SVG/PNG when Chromium is found; the default) "
+        "or a comma list of pdf,svg,png,html (refused without Chromium)",
+    )
+
+
 def _add_models(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("models", help="list the embedded models and the architectures hooks/ knows")
 
@@ -43,7 +52,9 @@ def _add_capture(sub: argparse._SubParsersAction) -> None:
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train an embedded model (tiny-lm) with checkpoints")
     p.add_argument("name", choices=["tiny-lm"])
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps (default 500)")
+    p.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps (default: the default tiny-lm's)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="folder (default: the cache load_model uses)")
 
@@ -62,6 +73,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, help="run folder: notebook, results.json, figures/")
     p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    _add_formats(p)
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
@@ -73,6 +85,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
     p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
     p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    _add_formats(p)
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
@@ -81,6 +94,11 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--figures", default="figures", help="gallery folder (default figures)")
     p.add_argument("--only", default=None, help="comma list of analyses")
     p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    _add_formats(p)
+
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("doctor", help="report versions, devices, Chromium, caches and optional parts")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,12 +107,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_models, _add_capture, _add_train, _add_run, _add_sweep, _add_demo):
+    for add in (
+        _add_models,
+        _add_capture,
+        _add_train,
+        _add_run,
+        _add_sweep,
+        _add_demo,
+        _add_doctor,
+    ):
         add(sub)
     return parser
 
 
 def cmd_models(_args: argparse.Namespace) -> int:
+    """`workbench models`: embedded models and known architecture families."""
     from workbench.models import EMBEDDED
     from workbench.sites import families
 
@@ -109,6 +136,7 @@ def cmd_models(_args: argparse.Namespace) -> int:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
+    """`workbench capture`: stream activations to an ActivationStore."""
     from workbench import capture, load_model
     from workbench.inputs import read_texts
 
@@ -131,15 +159,17 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """`workbench train tiny-lm`: train the embedded causal LM with checkpoints."""
     from workbench.models.tiny_lm import TinyLMConfig, default_path, train_tiny_lm
 
-    config = TinyLMConfig(**({"steps": args.steps} if args.steps else {}), seed=args.seed)
+    config = TinyLMConfig(**({} if args.steps is None else {"steps": args.steps}), seed=args.seed)
     out = train_tiny_lm(config, out=args.out or default_path(config))
     sys.stdout.write(f"{out}\n")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """`workbench run`: execute one analysis notebook."""
     from workbench.runner.errors import ParameterError
     from workbench.runner.run import run_analysis
 
@@ -148,7 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if name in raw:
             raise ParameterError(f"parameter {name!r} given twice")
         raw[name] = value
-    result = run_analysis(args.analysis, {}, args.out, raw=raw, timeout=args.timeout)
+    result = run_analysis(
+        args.analysis, {}, args.out, raw=raw, timeout=args.timeout, formats=args.formats
+    )
     if not result.ok:
         sys.stderr.write(
             f"error: {args.analysis} failed: {result.failure.describe()}; "
@@ -160,6 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """`workbench sweep`: one run per grid point, then one table."""
     from workbench.runner.grid import load_grid
     from workbench.runner.sweep import run_sweep
 
@@ -172,6 +205,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         timeout=args.timeout,
+        formats=args.formats,
     )
     lines = [
         f"{len(result.ran)} ran, {len(result.skipped)} already done, {len(result.failed)} failed",
@@ -183,21 +217,37 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`workbench demo`: every analysis on its defaults, then the gallery."""
     import time
 
     from workbench.runner.demo import run_demo
 
     t0 = time.perf_counter()
     only = [a.strip() for a in args.only.split(",") if a.strip()] if args.only else None
-    result = run_demo(args.runs, args.figures, only=only, timeout=args.timeout)
+    result = run_demo(
+        args.runs, args.figures, only=only, timeout=args.timeout, formats=args.formats
+    )
     lines = [
         f"{name}: {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f} s)"
         for name, r in result.runs.items()
     ]
     lines += [f"  {name}: {msg}" for name, msg in result.failed.items()]
+    from workbench.figures import static_export_problem
+
+    problem = static_export_problem()
+    if problem and args.formats in (None, "auto"):
+        lines.append(f"figures are interactive HTML only: {problem}")
     lines.append(f"{result.index} ({time.perf_counter() - t0:.0f} s in all)")
     sys.stdout.write("\n".join(lines) + "\n")
     return 1 if result.failed else 0
+
+
+def cmd_doctor(_args: argparse.Namespace) -> int:
+    """`workbench doctor`: the environment report (always exits 0)."""
+    from workbench.doctor import format_table, rows
+
+    sys.stdout.write(format_table(rows()) + "\n")
+    return 0
 
 
 COMMANDS = {
@@ -207,6 +257,7 @@ COMMANDS = {
     "run": cmd_run,
     "sweep": cmd_sweep,
     "demo": cmd_demo,
+    "doctor": cmd_doctor,
 }
 
 

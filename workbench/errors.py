@@ -44,6 +44,14 @@ class ConfigError(WorkbenchError):
     """A configuration value outside what is accepted."""
 
 
+class InterventionError(WorkbenchError):
+    """An edit that cannot apply: wrong width, a source from another run, a site it cannot take."""
+
+
+class LensError(WorkbenchError):
+    """A lens on a model without an unembedding, a bad target or position, or a foreign lens."""
+
+
 class ProbeError(WorkbenchError, ValueError):
     """Bad input to a probe or a probe sweep: mismatched labels, a single class, bad options.
 

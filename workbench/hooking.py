@@ -14,8 +14,11 @@ an exception, so no hook outlives the call:
 * :func:`edit_hooks` calls ``fn(site, tensor)`` and puts the tensor it returns back in place
   (interventions: steering, ablation, patching, skipping a layer).
 
+:func:`call_hooks` watches whole calls of a module (its arguments as it starts, its end even on
+an exception), for bookkeeping such as which token positions a forward pass holds.
+
 This module is a leaf: it imports only torch and :mod:`workbench.sites`, so
-:mod:`workbench.capture`, :mod:`workbench.backends` and :mod:`workbench.interventions` can all
+:mod:`workbench.capturing`, :mod:`workbench.backends` and :mod:`workbench.interventions` can all
 build on it.
 """
 
@@ -126,6 +129,41 @@ def _input_hook(site: Site, fn: EditFn, edit: bool) -> Callable[..., Any]:
         return replace(args, index, new), kwargs
 
     return hook
+
+
+@contextlib.contextmanager
+def call_hooks(
+    modules: Sequence[torch.nn.Module],
+    before: Callable[[torch.nn.Module, tuple, dict], None],
+    after: Callable[[torch.nn.Module], None],
+) -> Iterator[None]:
+    """Calls ``before`` as each module's forward starts and ``after`` as it ends, also on errors.
+
+    ``before(module, args, kwargs)`` and ``after(module)`` both leave the forward pass unchanged.
+
+    For bookkeeping around whole calls (which tokens a pass holds, nesting depth), not for sites.
+
+    Args:
+        modules: The modules to watch (each once).
+        before: Receives the module and its positional and keyword arguments.
+        after: Receives the module; runs even when the forward raises.
+    """
+
+    def pre(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        before(module, args, kwargs)
+
+    def post(module: torch.nn.Module, _args: Any, _output: Any) -> None:
+        after(module)
+
+    handles = []
+    try:
+        for module in modules:
+            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+            handles.append(module.register_forward_hook(post, always_call=True))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def pad(

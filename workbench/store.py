@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +29,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
 from workbench.errors import CorruptShardError, StoreError, StoreMismatchError
+from workbench.files import atomic_save_tensors, atomic_write_bytes
 
 FORMAT = "workbench.activations/1"
 MANIFEST = "manifest.json"
@@ -73,38 +72,6 @@ def plan_shards(offsets: np.ndarray, rows_per_shard: int) -> list[ShardPlan]:
         plans.append(ShardPlan(len(plans), (start, end), (int(offsets[start]), int(offsets[end]))))
         start = end
     return plans
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_save_tensors(
-    path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
-) -> int:
-    """Saves tensors as safetensors through a temporary file and a rename; returns the file size."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        size = os.path.getsize(tmp)
-        os.replace(tmp, path)
-        return size
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_header(path: Path) -> tuple[int, dict[str, Any]]:
@@ -260,7 +227,7 @@ class ActivationStore:
 
 
 class StoreWriter:
-    """Creates or resumes a store folder for one capture (used by :func:`workbench.capture`)."""
+    """Creates or resumes a store folder for one capture (used by :func:`workbench.capturing`)."""
 
     def __init__(
         self, path: Path, manifest: dict[str, Any], token_ids: np.ndarray, offsets: np.ndarray

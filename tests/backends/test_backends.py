@@ -249,7 +249,7 @@ def test_core_never_imports_the_optional_libraries():
     code = textwrap.dedent(
         """
         import sys
-        import workbench, workbench.capture, workbench.backends
+        import workbench, workbench.capturing, workbench.backends
         import workbench.backends.transformer_lens, workbench.backends.nnsight
         bad = [m for m in ("transformer_lens", "nnsight") if m in sys.modules]
         assert not bad, bad

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+from support import chromium_or_skip
 
 DATA = Path(__file__).parents[1] / "runner" / "data"
 ARGS = [
@@ -35,8 +35,7 @@ def browser():
     """Headless system Chromium driven by Playwright."""
     from playwright.sync_api import sync_playwright
 
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert executable, "the browser tests need Chromium: apt-get install chromium"
+    executable = chromium_or_skip()
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=executable, args=ARGS)
         try:

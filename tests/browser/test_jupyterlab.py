@@ -1,10 +1,12 @@
-"""JupyterLab smoke test: the anisotropy notebook opened, parameterized and run in Chromium.
+"""JupyterLab smoke test: every analysis notebook opened, parameterized and run in Chromium.
 
-A real ``jupyter lab`` server is started on loopback with a random token and its app exposed to the
-page (``--expose-app-in-browser``). The test sets the notebook's ``parameters`` cell through Lab's
-document model, runs every cell with Lab's own ``notebook:run-all-cells`` command, then checks what
-a user would see: plotly figures rendered by the JupyterLab plotly renderer, the tqdm progress bar
-rendered as an ipywidget, and no cell with an error (in the page and in the saved notebook).
+One real ``jupyter lab`` server is started on loopback with a random token and its app exposed to
+the page (``--expose-app-in-browser``), serving copies of the notebooks. For each analysis the test
+sets the notebook's ``parameters`` cell through Lab's document model (small parameters), runs every
+cell with Lab's own ``notebook:run-all-cells`` command, then checks what a user would see: one
+plotly figure per figure the run wrote, drawn by the JupyterLab plotly renderer and not blank, no
+cell with an error (in the page and in the saved notebook), and, where the study shows progress, the
+tqdm bar rendered as an ipywidget.
 """
 
 from __future__ import annotations
@@ -24,8 +26,41 @@ from pathlib import Path
 import pytest
 from browser_helpers import not_blank
 
+pytestmark = pytest.mark.slow  # a browser per test
+
 REPO = Path(__file__).resolve().parents[2]
-NOTEBOOK = "anisotropy.ipynb"
+
+
+def small_params(analysis: str, tiny_lm: Path) -> dict:
+    """Small parameters for each analysis (seconds to a minute each)."""
+    model = str(tiny_lm)
+    return {
+        "anisotropy": {
+            "model": model,
+            "n_texts": 12,
+            "max_length": 16,
+            "max_points": 200,
+            "freq_texts": 200,
+            "tangent_rank": 4,
+            "tangent_fit": 1,
+            "device": "cpu",
+        },
+        "readouts": {
+            "model": model,
+            "n_texts": 12,
+            "tuned_texts": 24,
+            "max_length": 16,
+            "probe_cv": 2,
+            "probe_seeds": 1,
+            "steer_random": 2,
+            "device": "cpu",
+        },
+    }[analysis]
+
+
+ANALYSES = ["anisotropy", "readouts"]
+"""Analyses whose notebook is driven in JupyterLab (progress bars: those that show one)."""
+WIDGET_BARS = {"anisotropy"}
 
 
 def free_port() -> int:
@@ -34,12 +69,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A headless JupyterLab serving a copy of the anisotropy notebook: ``(url, token, root)``."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A headless JupyterLab serving copies of the notebooks: ``(url, token, root)``."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
     root = tmp_path / "lab"
     root.mkdir()
-    shutil.copy(REPO / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    for notebook in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy(notebook, root / notebook.name)
     token, port = secrets.token_hex(16), free_port()
     env = {
         **os.environ,
@@ -123,31 +160,17 @@ STATE = """
 """
 
 
-def test_anisotropy_notebook_runs_in_jupyterlab(lab, browser, tiny_lm_dir, tmp_path):
+@pytest.mark.parametrize("analysis", ANALYSES)
+def test_notebook_runs_in_jupyterlab(analysis, lab, browser, tiny_lm_dir, tmp_path):
     url, token, root = lab
+    notebook = f"{analysis}.ipynb"
     out = tmp_path / "out"
-    parameters = "\n".join(
-        [
-            f"model = {json.dumps(str(tiny_lm_dir))}",
-            'checkpoints = "all"',
-            'layers = "all"',
-            'site = "resid_post"',
-            'text_source = "builtin:pydoc"',
-            "n_texts = 12",
-            "max_length = 16",
-            "seed = 0",
-            "max_points = 200",
-            "freq_texts = 200",
-            "tangent_rank = 4",
-            "tangent_fit = 1",
-            'device = "cpu"',
-            f"out_dir = {json.dumps(str(out))}",
-        ]
-    )
+    values = {**small_params(analysis, tiny_lm_dir), "out_dir": str(out)}
+    parameters = "\n".join(f"{name} = {value!r}" for name, value in values.items())
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page_errors: list[str] = []
     page.on("pageerror", lambda e: page_errors.append(str(e)))
-    page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}", wait_until="load")
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}", wait_until="load")
     page.wait_for_function(
         "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
         " && window.jupyterapp.shell.currentWidget.content"
@@ -163,17 +186,21 @@ def test_anisotropy_notebook_runs_in_jupyterlab(lab, browser, tiny_lm_dir, tmp_p
         state = page.evaluate(STATE)
     assert state == "done", state
 
+    record = json.loads((out / "results.json").read_text())
+    assert record["analysis"] == analysis
+    assert all(record["params"][k] == v for k, v in values.items() if k != "out_dir")
+    shown = {Path(f).stem for f in record["figures"]}
     # plotly's JupyterLab renderer drew every figure of the run
     plots = page.locator(".jp-OutputArea .js-plotly-plot")
-    assert plots.count() == 5  # by layer, heatmaps, curves, frequency, tangent
+    assert plots.count() == len(shown), (plots.count(), sorted(shown))
     for i in range(plots.count()):
         plot = plots.nth(i)
         plot.scroll_into_view_if_needed()
         assert plot.locator(".main-svg").count() > 0
         assert not_blank(plot.screenshot()), f"plotly figure {i} is blank"
-    # tqdm.auto rendered its bar as an ipywidget (not the text fallback)
-    bars = page.locator(".jp-OutputArea .widget-hprogress .progress-bar")
-    assert bars.count() >= 1
+    if analysis in WIDGET_BARS:  # tqdm.auto rendered its bar as an ipywidget, not as text
+        bars = page.locator(".jp-OutputArea .widget-hprogress .progress-bar")
+        assert bars.count() >= 1
     text = page.locator(".jp-Notebook").inner_text()
     for fallback in ("Loading widget", "Error displaying widget", "HBox(children"):
         assert fallback not in text
@@ -184,10 +211,7 @@ def test_anisotropy_notebook_runs_in_jupyterlab(lab, browser, tiny_lm_dir, tmp_p
         "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
     )
     page.close()
-    saved = json.loads((root / NOTEBOOK).read_text())
+    saved = json.loads((root / notebook).read_text())
     code = [c for c in saved["cells"] if c["cell_type"] == "code"]
     assert all(c["execution_count"] for c in code)
     assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"]
-    record = json.loads((out / "results.json").read_text())
-    assert record["params"]["n_texts"] == 12 and record["params"]["model"] == str(tiny_lm_dir)
-    assert len(record["metrics"]["per_checkpoint"]) == 4 * 2

@@ -8,7 +8,7 @@ import pytest
 from runner_helpers import workbench
 
 from workbench.cli import main
-from workbench.figures import read_provenance
+from workbench.figures import FORMATS, read_provenance, static_export_problem
 from workbench.runner.errors import ParameterError
 from workbench.runner.params import parse_value
 from workbench.runner.results import read_results
@@ -24,6 +24,7 @@ def toy_run(tmp_path_factory):
     return out, proc
 
 
+@pytest.mark.slow
 def test_run_writes_notebook_results_and_figures(toy_run):
     out, proc = toy_run
     assert proc.returncode == 0, proc.stderr
@@ -35,7 +36,8 @@ def test_run_writes_notebook_results_and_figures(toy_run):
     assert params["n"] == 5 and params["scale"] == 2.0 and params["model"] == "x: y"
     assert params["out_dir"] == str(out.resolve()) and params["sleep"] == 0.0  # defaults too
     assert record["metrics"]["total"] == sum((2.0 * i) ** 2 for i in range(5))
-    assert record["figures"] == [f"figures/squares.{f}" for f in ("pdf", "svg", "png", "html")]
+    formats = FORMATS if static_export_problem() is None else ("html",)
+    assert record["figures"] == [f"figures/squares.{f}" for f in formats]
     assert all((out / f).is_file() for f in record["figures"])
     prov = record["provenance"]
     assert prov["model"] == "x: y" and prov["seed"] == 0 and "revision" in prov
@@ -47,7 +49,8 @@ def test_run_writes_notebook_results_and_figures(toy_run):
     assert read_results(out) is not None
 
 
-def test_exported_figures_are_valid_with_provenance(toy_run):
+@pytest.mark.slow
+def test_exported_figures_are_valid_with_provenance(toy_run, chromium):
     import io
 
     import numpy as np
@@ -75,7 +78,8 @@ def test_exported_figures_are_valid_with_provenance(toy_run):
         (["-p", "n", "2.5"], ["'n' expects int", "2.5"]),
         (["-p", "fail", "maybe"], ["'fail' expects bool"]),
         (["-p", "n", "!!python/object/apply:os.system [echo hi]"], ["not", "plain data"]),
-        (["-p", "formats", "{a: !!binary aGk=}"], ["not plain data"]),
+        (["-p", "scale", "{a: !!binary aGk=}"], ["not plain data"]),
+        (["--formats", "pdf,gif"], ["unknown figure format", "gif"]),
         (["-p", "out_dir", "/etc"], ["set by the runner"]),
         (["-p", "n", "1", "-p", "n", "2"], ["given twice"]),
     ],
@@ -94,6 +98,25 @@ def test_bad_parameters_exit_2_before_any_kernel(args, words, tmp_path, capsys, 
     for word in words:
         assert word in err
     assert not out.exists()
+
+
+def test_static_formats_without_chromium_are_refused_before_any_kernel(
+    tmp_path, capsys, monkeypatch
+):
+    import papermill
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("kernel"))
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    out = tmp_path / "never"
+    commands = [
+        ["run", "toy", "--out", str(out), "--formats", "pdf,html"],
+        ["demo", "--runs", str(out), "--figures", str(out), "--formats", "png"],
+    ]
+    for argv in commands:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "needs Chromium" in err and err.count("\n") == 1
+        assert not out.exists()
 
 
 def test_unknown_and_unbuilt_analyses_exit_2(tmp_path, capsys, monkeypatch):
@@ -115,11 +138,10 @@ def test_values_are_parsed_as_plain_data_only():
             parse_value(bad)
 
 
+@pytest.mark.slow
 def test_failing_cell_exits_1_keeps_partial_notebook_and_names_cell(tmp_path):
     out = tmp_path / "fails"
-    proc = workbench(
-        "run", "toy", "-p", "fail", "true", "-p", "formats", "[html]", "--out", str(out)
-    )
+    proc = workbench("run", "toy", "-p", "fail", "true", "--formats", "html", "--out", str(out))
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: toy failed: cell-error in cell 4 ('if marker:')"), last
@@ -129,12 +151,11 @@ def test_failing_cell_exits_1_keeps_partial_notebook_and_names_cell(tmp_path):
     assert failure["kind"] == "cell-error" and failure["cell"] == 4
 
 
+@pytest.mark.slow
 def test_timeout_is_classified_with_its_cell(tmp_path):
     from workbench.runner.run import run_analysis
 
-    result = run_analysis(
-        "toy", {"sleep": 60.0, "formats": ["html"]}, tmp_path / "slow", timeout=20
-    )
+    result = run_analysis("toy", {"sleep": 60.0, "formats": "html"}, tmp_path / "slow", timeout=8)
     assert not result.ok and result.failure.kind == "timeout"
     assert result.failure.source == "if marker:"
     assert result.notebook.is_file()

@@ -16,7 +16,7 @@ from runner_helpers import cli, cli_env, executions, workbench, write_grid
 from workbench.runner.errors import GridError
 from workbench.runner.grid import load_grid, parse_grid, point_id
 
-LIGHT = "fixed:\n  formats: [html]\n  marker: {marker}\n"
+LIGHT = "fixed:\n  formats: html\n  marker: {marker}\n"
 
 
 def grid_file(tmp_path, axes: str, **fixed) -> tuple:
@@ -45,6 +45,7 @@ def test_grid_points_are_a_cartesian_product_with_stable_ids(tmp_path):
         load_grid(tmp_path / "missing.yaml")
 
 
+@pytest.mark.slow
 def test_sweep_tabulates_every_run_once_and_retries_failures(tmp_path):
     grid, marker = grid_file(tmp_path, "n: [2, 3]\nfail: [false, true]\n")
     out = tmp_path / "sweep"
@@ -66,6 +67,7 @@ def test_sweep_tabulates_every_run_once_and_retries_failures(tmp_path):
     assert (out / "summary.html").is_file() and (out / "summary.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
     grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
     out = tmp_path / "sweep"
@@ -99,6 +101,7 @@ def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
     assert executions(marker) == {"2": 1, "3": 1, "4": 1, "5": 1}
 
 
+@pytest.mark.slow
 def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
     grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
     out = tmp_path / "sweep"
@@ -115,6 +118,7 @@ def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
     assert len(table(out)) == 4
 
 
+@pytest.mark.slow
 def test_ray_backend_on_a_real_local_cluster(tmp_path):
     pytest.importorskip("ray")
     from workbench.runner.sweep import run_sweep

@@ -1,6 +1,6 @@
 """Optional capture backends: the same activations through TransformerLens or nnsight.
 
-:func:`workbench.capture` reads activations with plain PyTorch hooks (backend ``"hooks"``). People
+:func:`workbench.capturing` reads activations with plain PyTorch hooks (backend ``"hooks"``). People
 who already live in TransformerLens (v4's ``TransformerBridge``) or nnsight can ask for
 ``backend="transformer_lens"`` or ``backend="nnsight"`` instead: the core still tokenizes, pads,
 builds position ids, selects rows and lays out the output, and the backend only runs each padded
@@ -54,7 +54,9 @@ class Prepare(Protocol):
 
     def __call__(
         self, subject: Subject, sites: Sequence[Site], *, remote: bool | str = False
-    ) -> RunBatch: ...
+    ) -> RunBatch:
+        """Returns the function that runs one padded batch and reads every site."""
+        ...
 
 
 def get(name: str) -> Prepare:

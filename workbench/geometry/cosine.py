@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from workbench.arrays import frozen
 from workbench.errors import InputError
 from workbench.geometry._input import as_matrix, check_positive_int, fold_batches, matrix_chunks
 
@@ -44,12 +45,6 @@ __all__ = [
     "streaming_mean_cosine",
     "streaming_rogue_dimensions",
 ]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +64,7 @@ class UnitSumAccumulator:
     unit_sq_sum: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        s, q = _frozen(self.unit_sum), _frozen(self.unit_sq_sum)
+        s, q = frozen(self.unit_sum), frozen(self.unit_sq_sum)
         if s.ndim != 1 or q.shape != s.shape:
             raise InputError(f"unit_sum {s.shape} and unit_sq_sum {q.shape} must both be (d,)")
         object.__setattr__(self, "unit_sum", s)
@@ -176,11 +171,10 @@ class RogueDimensions:
     share: float
 
     def __post_init__(self) -> None:
-        c = _frozen(self.contributions)
-        top = np.asarray(self.top, dtype=np.int64)
+        c = frozen(self.contributions)
+        top = frozen(self.top, np.int64)
         if c.ndim != 1 or top.ndim != 1 or (top.size and (top.min() < 0 or top.max() >= c.size)):
             raise InputError(f"top {top.shape} must index contributions {c.shape}")
-        top.flags.writeable = False
         object.__setattr__(self, "contributions", c)
         object.__setattr__(self, "top", top)
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.arrays import frozen_or_none
 from workbench.errors import InputError
 from workbench.geometry._input import as_matrix, as_vector, check_positive_int
 
@@ -34,14 +35,6 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 __all__ = ["FrequencyDistance", "embedding_frequency_correlation", "frequency_distance_correlation"]
-
-
-def _frozen(a: np.ndarray | None, dtype: Any) -> np.ndarray | None:
-    if a is None:
-        return None
-    a = np.ascontiguousarray(a, dtype=dtype)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,10 +58,10 @@ class FrequencyDistance:
     occurrences: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "token_ids", _frozen(self.token_ids, np.int64))
-        object.__setattr__(self, "log_frequency", _frozen(self.log_frequency, np.float64))
-        object.__setattr__(self, "distance", _frozen(self.distance, np.float64))
-        object.__setattr__(self, "occurrences", _frozen(self.occurrences, np.int64))
+        object.__setattr__(self, "token_ids", frozen_or_none(self.token_ids, np.int64))
+        object.__setattr__(self, "log_frequency", frozen_or_none(self.log_frequency, np.float64))
+        object.__setattr__(self, "distance", frozen_or_none(self.distance, np.float64))
+        object.__setattr__(self, "occurrences", frozen_or_none(self.occurrences, np.int64))
         shapes = {a.shape for a in (self.token_ids, self.log_frequency, self.distance)}
         if self.occurrences is not None:
             shapes.add(self.occurrences.shape)
@@ -77,9 +70,32 @@ class FrequencyDistance:
                 f"per-type arrays have shapes {sorted(shapes)}; ({self.n_types},) needed"
             )
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python summary for ``results.json`` (scalars only)."""
-        return {"r": self.r, "n_types": self.n_types}
+    def to_dict(self, *, points: bool = False) -> dict[str, Any]:
+        """Plain-Python form: the scalars, and with ``points=True`` the per-type arrays too.
+
+        ``points=True`` is lossless: :meth:`from_dict` rebuilds an equal object from it.
+        """
+        out: dict[str, Any] = {"r": self.r, "n_types": self.n_types}
+        if points:
+            out["token_ids"] = self.token_ids.tolist()
+            out["log_frequency"] = self.log_frequency.tolist()
+            out["distance"] = self.distance.tolist()
+            out["occurrences"] = None if self.occurrences is None else self.occurrences.tolist()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FrequencyDistance:
+        """Rebuilds the object from ``to_dict(points=True)``."""
+        return cls(
+            r=float(data["r"]),
+            n_types=int(data["n_types"]),
+            token_ids=np.asarray(data["token_ids"], dtype=np.int64),
+            log_frequency=np.asarray(data["log_frequency"], dtype=np.float64),
+            distance=np.asarray(data["distance"], dtype=np.float64),
+            occurrences=None
+            if data.get("occurrences") is None
+            else np.asarray(data["occurrences"], dtype=np.int64),
+        )
 
     def figure(self) -> go.Figure:
         """Scatter of distance to the centroid against log frequency, one point per type."""

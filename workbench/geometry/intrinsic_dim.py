@@ -1,5 +1,7 @@
-"""TwoNN intrinsic dimension (Facco, d'Errico, Rodriguez & Laio 2017, "Estimating the intrinsic
-dimension of datasets by a minimal neighborhood information", Scientific Reports 7:12140).
+"""TwoNN intrinsic dimension.
+
+After Facco, d'Errico, Rodriguez & Laio 2017, "Estimating the intrinsic dimension of datasets by a
+minimal neighborhood information", Scientific Reports 7:12140.
 
 For each point let ``r1 <= r2`` be the distances to its two nearest neighbours and ``μ = r2 / r1``.
 If the density is roughly constant on the scale of the second neighbour, ``μ`` follows a Pareto law

@@ -24,16 +24,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from workbench.arrays import frozen
 from workbench.errors import InputError
 from workbench.geometry._input import as_matrix, fold_batches, matrix_chunks
 
 __all__ = ["MomentAccumulator", "as_moments", "covariance_eigenvalues"]
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,8 +49,8 @@ class MomentAccumulator:
     m2: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
-        mean = _frozen(self.mean)
-        m2 = _frozen(self.m2)
+        mean = frozen(self.mean)
+        m2 = frozen(self.m2)
         d = mean.shape[0] if mean.ndim == 1 else -1
         if mean.ndim != 1 or m2.shape != (d, d):
             raise InputError(

@@ -1,5 +1,7 @@
-"""Partition-function isotropy (Mu & Viswanath 2018, "All-but-the-top: simple and effective
-postprocessing for word representations"; after Arora et al. 2016).
+"""Partition-function isotropy.
+
+After Mu & Viswanath 2018, "All-but-the-top: simple and effective postprocessing for word
+representations", and Arora et al. 2016.
 
 For vectors ``x_i`` the partition function in direction ``c`` is ``Z(c) = Σ_i exp(cᵀ x_i)``.
 If the vectors are isotropic, ``Z(c)`` is nearly the same for every unit ``c``, so

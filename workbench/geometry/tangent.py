@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.arrays import frozen
 from workbench.errors import InputError
 from workbench.geometry._input import _to_numpy, as_matrix, check_positive_int
 
@@ -49,10 +50,9 @@ class TangentEnergyTest:
     dim: int
 
     def __post_init__(self) -> None:
-        null = np.ascontiguousarray(self.null_shares, dtype=np.float64)
+        null = frozen(self.null_shares)
         if null.ndim != 1 or null.size == 0:
             raise InputError(f"null_shares has shape {null.shape}; a non-empty 1-D array is needed")
-        null.flags.writeable = False
         object.__setattr__(self, "null_shares", null)
 
     @property

@@ -34,6 +34,7 @@ class PointTask:
         run_dir: The point's folder.
         notebooks_dir: Where the notebooks are.
         timeout: Per-cell timeout in seconds.
+        formats: Figure formats (see :func:`~workbench.runner.run.run_analysis`).
     """
 
     run_id: str
@@ -42,6 +43,7 @@ class PointTask:
     run_dir: str
     notebooks_dir: str
     timeout: float | None = None
+    formats: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ def run_point(task: PointTask) -> PointOutcome:
             task.run_dir,
             notebooks_dir=task.notebooks_dir,
             timeout=task.timeout,
+            formats=task.formats,
         )
     if result.ok:
         return PointOutcome(task.run_id, "ok")

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from workbench.runner.provenance import now_iso
+from workbench.provenance import now_iso
 
 CLAIM = ".claim"
 

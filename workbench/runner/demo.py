@@ -1,23 +1,29 @@
 """``workbench demo`` (``make demo``): every analysis notebook on its defaults, one gallery.
 
 Each analysis whose notebook exists runs into ``runs/demo/<analysis>/``; its figures are copied to
-``figures/<analysis>/`` and ``figures/index.html`` shows each one (interactive where there is an
-HTML version) with links to its PDF/SVG/PNG and to the run that made it (executed notebook and
-``results.json``). All links are relative, so the two folders can be moved or served together.
+``figures/<analysis>/`` and ``figures/index.html`` shows every figure whole at its own size (from
+the recorder's ``figures.json``) in a wrapping grid: the PNG linking to the interactive page when
+static export worked (no JavaScript needed), else the interactive page itself. Beside each analysis
+stand its run's parameters and git commit, and links to the executed notebook and
+``results.json``. All links are relative, so the two folders can be moved or served together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.figures.recorder import MANIFEST
+from workbench.figures.style import HEIGHT, ONE_COLUMN
+from workbench.files import atomic_write_bytes
 from workbench.runner.notebooks import available
 from workbench.runner.results import read_results
 from workbench.runner.run import RunResult, run_analysis
-from workbench.store import atomic_write_bytes
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class DemoResult:
 
 
 def gather(run_dir: Path, target: Path) -> list[Path]:
-    """Copies the figures listed in ``run_dir/results.json`` (+ plotly.js) to ``target``."""
+    """Copies the figures listed in ``run_dir/results.json`` (+ plotly.js, figures.json)."""
     record = read_results(run_dir, complete=False)
     if record is None:
         return []
@@ -53,9 +59,9 @@ def gather(run_dir: Path, target: Path) -> list[Path]:
             continue
         shutil.copy2(source, target / source.name)
         copied.append(target / source.name)
-        script = source.parent / "plotly.min.js"
-        if source.suffix == ".html" and script.is_file() and not (target / script.name).exists():
-            shutil.copy2(script, target / script.name)
+        for extra in (source.parent / "plotly.min.js", source.parent / MANIFEST):
+            if extra.is_file() and not (target / extra.name).exists():
+                shutil.copy2(extra, target / extra.name)
     return copied
 
 
@@ -63,16 +69,86 @@ def _rel(path: Path, start: Path) -> str:
     return html.escape(Path(os.path.relpath(path, start)).as_posix(), quote=True)
 
 
+STYLE = """
+body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;color:#222;max-width:100%}
+h2{margin-top:2em;border-bottom:1px solid #ddd}
+.run{font-size:0.85em;color:#444;margin:0.3em 0 1em}
+.run code{background:#f4f4f4;padding:0 0.2em}
+.grid{display:flex;flex-wrap:wrap;gap:1.2em;align-items:flex-start}
+figure{margin:0;max-width:100%;flex:0 0 auto}
+figure img{display:block;max-width:100%;height:auto;border:1px solid #ddd}
+figure iframe{display:block;border:1px solid #ddd;max-width:100%}
+figcaption{font-size:0.85em;margin-top:0.3em}
+.failed{color:#b00}
+"""
+"""Gallery CSS: figures flow in a wrapping row, each at its own size, never wider than the page."""
+
+
+def _entries(folder: Path, files: list[Path]) -> list[dict]:
+    """The gathered figures as recorder entries (name, title, size, files), in recorded order."""
+    by_stem: dict[str, dict[str, Path]] = {}
+    for path in files:
+        by_stem.setdefault(path.stem, {})[path.suffix.lstrip(".")] = path
+    recorded = []
+    with contextlib.suppress(OSError, ValueError, KeyError):  # no manifest: default sizes
+        recorded = json.loads((folder / MANIFEST).read_text())["figures"]
+    entries = [dict(e) for e in recorded if e.get("name") in by_stem]
+    known = {e["name"] for e in entries}
+    entries += [{"name": stem, "title": stem} for stem in by_stem if stem not in known]
+    for entry in entries:
+        entry["paths"] = by_stem[entry["name"]]
+        entry["width"] = int(entry.get("width") or ONE_COLUMN)
+        entry["height"] = int(entry.get("height") or HEIGHT)
+    return entries
+
+
+def _figure_html(entry: dict, figures_dir: Path, run_links: str) -> str:
+    paths, w, h = entry["paths"], entry["width"], entry["height"]
+    name = html.escape(entry["name"])
+    title = html.escape(str(entry.get("title") or entry["name"]))
+    box_w, box_h = w, h  # the card is as large as the figure (pages from write_html: no margin)
+    parts = [f"<figure class='figure' data-figure='{name}' style='width:{box_w}px'>"]
+    if "png" in paths:  # a static image, linking to the interactive page: works without JS
+        img = (
+            f"<img src='{_rel(paths['png'], figures_dir)}' width='{w}' height='{h}' alt='{title}'>"
+        )
+        if "html" in paths:
+            img = f"<a href='{_rel(paths['html'], figures_dir)}'>{img}</a>"
+        parts.append(img)
+    elif "html" in paths:
+        parts.append(
+            f"<iframe src='{_rel(paths['html'], figures_dir)}' width='{box_w}' "
+            f"height='{box_h}' title='{title}' loading='lazy'></iframe>"
+        )
+    links = ", ".join(
+        f"<a href='{_rel(p, figures_dir)}'>{fmt}</a>" for fmt, p in sorted(paths.items())
+    )
+    parts.append(f"<figcaption>{title}: {links}; made by {run_links}</figcaption></figure>")
+    return "".join(parts)
+
+
+def _run_summary(result: RunResult) -> str:
+    record = read_results(result.out_dir, complete=False) or {}
+    params = {k: v for k, v in record.get("params", {}).items() if k != "out_dir"}
+    prov = record.get("provenance", {})
+    commit = str(prov.get("git_commit") or "unknown")[:12]
+    shown = ", ".join(f"<code>{html.escape(f'{k}={v}')}</code>" for k, v in params.items())
+    return (
+        f"<p class='run'>commit <code>{html.escape(commit)}</code>"
+        f"{' (uncommitted changes)' if prov.get('git_dirty') else ''}; "
+        f"{result.seconds:.0f} s; parameters: {shown or 'defaults'}</p>"
+    )
+
+
 def index_page(
     figures_dir: Path, runs: dict[str, RunResult], figures: dict[str, list[Path]]
 ) -> str:
-    """The gallery HTML: per analysis, each figure with its formats and the run that made it."""
+    """The gallery HTML: per analysis, its run's parameters and commit, then each figure whole."""
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>workbench figures</title>",
-        "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em;color:#222}"
-        "figure{display:inline-block;margin:1em;vertical-align:top}"
-        "iframe{border:1px solid #ddd}img{max-width:480px;border:1px solid #ddd}</style>",
-        "</head><body><h1>workbench figures</h1>",
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>workbench figures</title><style>{STYLE}</style></head><body>",
+        "<h1>workbench figures</h1>",
     ]
     for analysis, result in runs.items():
         parts.append(f"<section id='{html.escape(analysis)}'><h2>{html.escape(analysis)}</h2>")
@@ -84,26 +160,11 @@ def index_page(
             parts.append(f"<p class='failed'>run failed: {html.escape(result.failure.describe())}")
             parts.append(f" ({run_links})</p></section>")
             continue
-        stems: dict[str, dict[str, Path]] = {}
-        for path in figures.get(analysis, []):
-            stems.setdefault(path.stem, {})[path.suffix.lstrip(".")] = path
-        for stem, files in stems.items():
-            parts.append(f"<figure class='figure' data-figure='{html.escape(stem)}'>")
-            if "html" in files:
-                parts.append(
-                    f"<iframe src='{_rel(files['html'], figures_dir)}' width='520' height='400' "
-                    f"title='{html.escape(stem)}'></iframe>"
-                )
-            elif "png" in files:
-                parts.append(
-                    f"<img src='{_rel(files['png'], figures_dir)}' alt='{html.escape(stem)}'>"
-                )
-            links = ", ".join(
-                f"<a href='{_rel(p, figures_dir)}'>{fmt}</a>" for fmt, p in sorted(files.items())
-            )
-            parts.append(f"<figcaption>{html.escape(stem)}: {links}; made by {run_links}")
-            parts.append("</figcaption></figure>")
-        parts.append("</section>")
+        parts.append(_run_summary(result))
+        parts.append("<div class='grid'>")
+        entries = _entries(figures_dir / analysis, figures.get(analysis, []))
+        parts += [_figure_html(e, figures_dir, run_links) for e in entries]
+        parts.append("</div></section>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
@@ -115,6 +176,7 @@ def run_demo(
     notebooks: str | Path | None = None,
     only: list[str] | None = None,
     timeout: float | None = None,
+    formats: str | None = None,
 ) -> DemoResult:
     """Runs every available analysis on its defaults and writes the figure gallery.
 
@@ -124,6 +186,8 @@ def run_demo(
         notebooks: Where the notebooks are (default as for ``workbench run``).
         only: Run just these analyses.
         timeout: Per-cell timeout in seconds.
+        formats: Figure formats (see :func:`~workbench.runner.run.run_analysis`); checked
+            before any notebook runs.
 
     Returns:
         The runs, the gathered figures and the index path. A failed run does not stop the others.
@@ -131,13 +195,17 @@ def run_demo(
     from workbench.runner.run import prepare
 
     names = only or available(notebooks)
+    from workbench.figures import resolve_formats
+
     for name in names:
         prepare(name, notebooks_dir=notebooks)  # bad names fail before anything runs
+    if formats not in (None, "auto"):
+        formats = ",".join(resolve_formats(formats)[0])
     runs_root, fig_root = Path(runs_dir).resolve(), Path(figures_dir).resolve()
     runs, figures = {}, {}
     for name in names:
         runs[name] = run_analysis(
-            name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout
+            name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout, formats=formats
         )
         target = fig_root / name
         if target.exists():

@@ -1,8 +1,10 @@
 """Where the analysis notebooks live and which ones exist.
 
-The notebooks are ``notebooks/<analysis>.ipynb`` at the repository root. Tests and users with their
-own notebooks can point the runner elsewhere with the ``WORKBENCH_NOTEBOOKS`` environment variable
-(or the ``notebooks_dir`` argument of the Python API); any ``<name>.ipynb`` there can then be run.
+The notebooks are ``notebooks/<analysis>.ipynb`` at the repository root in a source checkout, and
+``workbench/_notebooks/`` inside an installed wheel (the build copies them there as package data,
+like the hook files). Tests and users with their own notebooks can point the runner elsewhere with
+the ``WORKBENCH_NOTEBOOKS`` environment variable (or the ``notebooks_dir`` argument of the Python
+API); any ``<name>.ipynb`` there can then be run.
 """
 
 from __future__ import annotations
@@ -10,10 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench.analyses import ANALYSES
 from workbench.runner.errors import NotBuiltError, UnknownAnalysisError
 
-ANALYSES = ("anisotropy", "geometric_memory", "concept_oscillation", "depth_ensemble", "acmas")
-"""The analyses of CONTRACT.md, in the order the demo runs them."""
 ENV = "WORKBENCH_NOTEBOOKS"
 
 
@@ -24,7 +25,9 @@ def notebooks_dir(override: str | Path | None = None) -> Path:
     env = os.environ.get(ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "notebooks"
+    package = Path(__file__).resolve().parents[1]
+    checkout = package.parent / "notebooks"
+    return checkout if checkout.is_dir() else package / "_notebooks"
 
 
 def _custom(override: str | Path | None) -> bool:

@@ -160,6 +160,7 @@ def resolve(
         specs: The notebook's parameters.
         given: Parsed values (from a grid or the Python API).
         raw: Command-line texts, parsed here: verbatim for ``str`` parameters, else as YAML data.
+        reserved: Names the runner sets itself (``out_dir``), refused here.
 
     Raises:
         ParameterError: An unknown or reserved name, or a value of the wrong type.

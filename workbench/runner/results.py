@@ -1,4 +1,10 @@
-"""``results.json``: what a run measured and exactly what produced it (schema in CONTRACT.md).
+"""``results.json``: what a run measured and exactly what produced it.
+
+The file has five keys: ``analysis`` (its name), ``params`` (every parameter after injection),
+``metrics`` (numbers, lists of numbers or small dicts of them, named by each study's
+``METRIC_KEYS``), ``figures`` (paths relative to the run folder) and ``provenance`` (model,
+revision, seed, git commit, package versions, start time, seconds); ``notes`` is added when a study
+skipped something.
 
 A notebook calls :func:`save_results` at its end with its parameters, metrics and figure paths;
 the runner (``workbench run``) then completes the ``provenance`` block with the git commit, package
@@ -8,37 +14,14 @@ versions, start time and duration. Files are written atomically.
 from __future__ import annotations
 
 import json
-import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from workbench.store import atomic_write_bytes
+from workbench.arrays import plain
+from workbench.files import atomic_write_bytes
 
 RESULTS = "results.json"
-
-
-def plain(value: Any) -> Any:
-    """Converts numpy/torch scalars and arrays, tuples and paths into JSON-ready values.
-
-    Non-finite floats become ``None`` so the file stays valid JSON.
-    """
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
-        return plain(value.tolist())
-    if isinstance(value, np.generic):
-        return plain(value.item())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
 
 
 def save_results(
@@ -51,6 +34,7 @@ def save_results(
     model: str | None = None,
     revision: str | None = None,
     seed: int | None = None,
+    notes: Sequence[str] = (),
 ) -> Path:
     """Writes ``out_dir/results.json``.
 
@@ -63,6 +47,7 @@ def save_results(
         model: The model studied.
         revision: Its revision or checkpoint.
         seed: The seed.
+        notes: What the analysis skipped or could not show, in plain words.
 
     Returns:
         The path of ``results.json``.
@@ -83,6 +68,8 @@ def save_results(
         "figures": rel,
         "provenance": {"model": model, "revision": revision, "seed": seed},
     }
+    if notes:
+        record["notes"] = [str(n) for n in notes]
     target = out / RESULTS
     atomic_write_bytes(target, json.dumps(record, indent=2, allow_nan=False).encode())
     return target

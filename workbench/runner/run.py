@@ -15,23 +15,24 @@ the failing cell (its index in the executed notebook, not counting papermill's e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from workbench.runner import provenance as prov
+from workbench import provenance as prov
+from workbench.files import atomic_write_bytes
+from workbench.provenance import PROVENANCE_ENV
+from workbench.runner.kernel import KERNEL_MANAGER
 from workbench.runner.notebooks import find_notebook
 from workbench.runner.params import defaults, notebook_params, resolve
 from workbench.runner.results import RESULTS, complete_provenance, read_results
-from workbench.store import atomic_write_bytes
 
 FAILURE = "failure.json"
-PROVENANCE_ENV = "WORKBENCH_PROVENANCE"
-"""Environment variable through which the kernel (and ``figures.export``) learns its run."""
 FailureKind = Literal["cell-error", "dead-kernel", "timeout", "no-results", "error"]
 
 
@@ -109,6 +110,25 @@ def prepare(
     return notebook, checked, {**defaults(specs), **checked}
 
 
+@contextlib.contextmanager
+def environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Sets (or, for ``None``, unsets) environment variables for the block, then restores them."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        _set_environment(values)
+        yield
+    finally:
+        _set_environment(saved)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _first_line(source: str) -> str:
     lines = [line for line in source.splitlines() if line.strip()]
     return lines[0].strip()[:80] if lines else ""
@@ -163,6 +183,7 @@ def run_analysis(
     notebooks_dir: str | Path | None = None,
     timeout: float | None = None,
     kernel: str | None = None,
+    formats: str | None = None,
 ) -> RunResult:
     """Executes ``analysis``'s notebook into ``out_dir`` and completes its ``results.json``.
 
@@ -174,16 +195,26 @@ def run_analysis(
         notebooks_dir: Where the notebooks are (default: ``$WORKBENCH_NOTEBOOKS`` or the repo's).
         timeout: Per-cell timeout in seconds (``None``: no limit).
         kernel: Kernel name (default: the notebook's).
+        formats: Figure formats the notebook's :class:`~workbench.figures.FigureRecorder`
+            writes: ``"auto"``/``None`` (HTML, plus PDF/SVG/PNG when a Chromium is found) or a
+            comma list such as ``"pdf,png"``, all of which must then be possible here.
 
     Returns:
         The outcome; a failed run has ``failure`` set and is not an exception.
 
     Raises:
         UnknownAnalysisError, NotBuiltError, ParameterError: bad input, before anything is written.
+        ExportError: ``formats`` names a static format and no Chromium is found, before any
+            kernel starts.
     """
     import papermill
 
+    from workbench.figures import FORMATS_ENV, resolve_formats
+
     notebook, checked, effective = prepare(analysis, params, raw, notebooks_dir=notebooks_dir)
+    formats = formats or os.environ.get(FORMATS_ENV) or "auto"
+    if formats != "auto":
+        formats = ",".join(resolve_formats(formats)[0])
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     for stale in (RESULTS, FAILURE):
@@ -193,31 +224,25 @@ def run_analysis(
     effective = {**effective, "out_dir": str(out)}
     commit, dirty = prov.git_state()
     started = prov.now_iso()
-    previous = os.environ.get(PROVENANCE_ENV)
-    os.environ[PROVENANCE_ENV] = json.dumps(
-        {"analysis": analysis, "params": effective, "git_commit": commit, "started": started},
-        default=str,
-    )
+    record = {"analysis": analysis, "params": effective, "git_commit": commit, "started": started}
+    kernel_env = {PROVENANCE_ENV: json.dumps(record, default=str), FORMATS_ENV: formats}
     t0 = time.perf_counter()
     failure = None
     try:
-        papermill.execute_notebook(
-            str(notebook),
-            str(executed),
-            parameters=inject,
-            cwd=str(out),
-            kernel_name=kernel,
-            progress_bar=False,
-            log_output=False,
-            execution_timeout=timeout,
-        )
+        with environment(kernel_env):
+            papermill.execute_notebook(
+                str(notebook),
+                str(executed),
+                parameters=inject,
+                cwd=str(out),
+                kernel_name=kernel,
+                progress_bar=False,
+                log_output=False,
+                execution_timeout=timeout,
+                kernel_manager_class=KERNEL_MANAGER,
+            )
     except Exception as exc:  # every papermill/nbclient failure is classified, never propagated
         failure = _classify(exc, executed)
-    finally:
-        if previous is None:
-            os.environ.pop(PROVENANCE_ENV, None)
-        else:
-            os.environ[PROVENANCE_ENV] = previous
     seconds = time.perf_counter() - t0
     if failure is None and read_results(out, complete=False) is None:
         failure = Failure("no-results", None, "", f"the notebook wrote no valid {out / RESULTS}")

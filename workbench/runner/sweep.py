@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.files import atomic_write_bytes
 from workbench.runner.backends import PointTask, as_path, make_backend
 from workbench.runner.errors import GridError
 from workbench.runner.grid import Grid, point_id
 from workbench.runner.notebooks import find_notebook, notebooks_dir
 from workbench.runner.params import notebook_params, resolve
 from workbench.runner.results import read_results
-from workbench.store import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 SWEEP = "sweep.json"
@@ -101,6 +101,7 @@ def run_sweep(
     timeout: float | None = None,
     retries: int = 1,
     poll: float = 1.0,
+    formats: str | None = None,
 ) -> SweepResult:
     """Runs every point of ``grid`` not yet finished, then writes the table and summary.
 
@@ -115,14 +116,19 @@ def run_sweep(
         timeout: Per-cell timeout in seconds.
         retries: Extra attempts for a point that fails.
         poll: Seconds between checks on points claimed by another sweep.
+        formats: Figure formats of every run (see :func:`~workbench.runner.run.run_analysis`);
+            checked before any run starts.
 
     Returns:
         What ran, what was skipped, what failed, and the table files.
     """
     from tqdm.auto import tqdm
 
+    from workbench.figures import resolve_formats
     from workbench.runner.table import write_summary, write_table
 
+    if formats not in (None, "auto"):
+        formats = ",".join(resolve_formats(formats)[0])
     points = plan(analysis, grid, notebooks=notebooks)
     out = Path(out_dir).resolve()
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -131,7 +137,7 @@ def run_sweep(
 
     def task(pid: str) -> PointTask:
         run_dir = str(out / "runs" / pid)
-        return PointTask(pid, analysis, points[pid], run_dir, nb_dir, timeout)
+        return PointTask(pid, analysis, points[pid], run_dir, nb_dir, timeout, formats)
 
     todo = collections.deque(p for p in points if read_results(out / "runs" / p) is None)
     skipped = [p for p in points if p not in todo]

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.files import atomic_write_bytes
 from workbench.runner.results import read_results
-from workbench.store import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 SKIP_PARAMS = ("out_dir",)

@@ -1,16 +1,13 @@
-"""Paper figures: one plotly template for the whole workbench, and export to PDF/SVG/PNG/HTML.
+"""Figure export to PDF/SVG/PNG (through kaleido and a system Chromium) and interactive HTML.
 
-The template (``"workbench"``) fixes fonts, margins and a colour-blind-safe palette (Okabe & Ito,
-2008). Sizes follow two-column paper layouts: :data:`ONE_COLUMN` and :data:`TWO_COLUMN` widths in
-pixels at the export scale. Static export goes through kaleido, which drives a system Chromium
-(started once per process and reused, so each further figure costs well under a second).
+Static export goes through kaleido, which drives a system Chromium (started once per process and
+reused, so each further figure costs well under a second). HTML needs no browser.
 
 Every exported file says what made it: PDF (document info: Title, Creator, Subject, Keywords and a
 ``/WorkbenchProvenance`` entry), SVG (``<title>`` and ``<metadata id="workbench-provenance">``) and
 PNG (``tEXt`` chunks ``Title``, ``Software`` and ``workbench:provenance``) carry a JSON provenance
 record: workbench version, git commit, creation time and, inside ``workbench run``, the analysis and
-its parameters (passed to the kernel through ``$WORKBENCH_PROVENANCE``). :func:`read_provenance`
-reads it back.
+its parameters (see :mod:`workbench.provenance`). :func:`read_provenance` reads it back.
 """
 
 from __future__ import annotations
@@ -28,74 +25,14 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-"""Colour-blind-safe qualitative palette."""
-ONE_COLUMN = 480
-TWO_COLUMN = 980
-HEIGHT = 360
 FORMATS = ("pdf", "svg", "png", "html")
-TEMPLATE = "workbench"
+"""Every format :func:`export` writes."""
+STATIC_FORMATS = ("pdf", "svg", "png")
+"""The formats that need kaleido and a Chromium."""
 
 
 class ExportError(WorkbenchError):
     """Static export is impossible here (no kaleido or no Chromium)."""
-
-
-def template() -> Any:
-    """Registers (once) and returns the ``workbench`` plotly template."""
-    import plotly.graph_objects as go
-    import plotly.io as pio
-
-    if TEMPLATE not in pio.templates:
-        pio.templates[TEMPLATE] = go.layout.Template(
-            layout=go.Layout(
-                font={"family": "Helvetica, Arial, sans-serif", "size": 12, "color": "#222"},
-                colorway=list(OKABE_ITO),
-                paper_bgcolor="white",
-                plot_bgcolor="white",
-                margin={"l": 60, "r": 20, "t": 40, "b": 50},
-                xaxis={
-                    "showline": True,
-                    "linecolor": "#444",
-                    "ticks": "outside",
-                    "gridcolor": "#eee",
-                },
-                yaxis={
-                    "showline": True,
-                    "linecolor": "#444",
-                    "ticks": "outside",
-                    "gridcolor": "#eee",
-                },
-                legend={"bgcolor": "rgba(255,255,255,0.8)"},
-                colorscale={"sequential": "Viridis", "diverging": "RdBu"},
-                width=ONE_COLUMN,
-                height=HEIGHT,
-            )
-        )
-    return pio.templates[TEMPLATE]
-
-
-def style(
-    fig: Any, *, title: str | None = None, width: int = ONE_COLUMN, height: int = HEIGHT
-) -> Any:
-    """Applies the workbench template and a paper size to ``fig``; returns it."""
-    fig.update_layout(template=template(), width=width, height=height)
-    if title is not None:
-        # a taller top margin keeps the title clear of subplot titles
-        fig.update_layout(title={"text": title, "x": 0.02, "font": {"size": 14}}, margin={"t": 80})
-    return fig
-
-
-def notebook_renderer() -> None:
-    """Makes figures in notebooks render everywhere offline: JupyterLab, nbconvert HTML, papermill.
-
-    Sets plotly's default renderer to ``plotly_mimetype+notebook``: JupyterLab draws the plotly
-    mimetype, and exported HTML (nbconvert) gets plotly.js embedded once per notebook, no CDN.
-    Call it once, in a notebook's imports cell.
-    """
-    import plotly.io as pio
-
-    pio.renderers.default = "plotly_mimetype+notebook"
 
 
 def chromium_path() -> str | None:
@@ -117,16 +54,11 @@ def provenance(fig: Any = None, extra: Mapping[str, Any] | None = None) -> dict[
         fig: The figure (its title is recorded).
         extra: More entries (they win over the automatic ones).
     """
-    from workbench.runner.provenance import git_state, now_iso, versions
+    from workbench.provenance import git_state, now_iso, run_record, versions
 
     record: dict[str, Any] = {"workbench": versions().get("workbench"), "created": now_iso()}
     record["git_commit"] = git_state()[0]
-    run = os.environ.get("WORKBENCH_PROVENANCE")
-    if run:
-        try:
-            record.update(json.loads(run))
-        except ValueError:
-            record["run"] = run
+    record.update(run_record())
     if fig is not None:
         title = fig.layout.title.text
         if title:
@@ -238,20 +170,88 @@ def read_provenance(path: str | Path) -> dict[str, Any] | None:
 _EMBED = {"pdf": embed_pdf, "svg": embed_svg, "png": embed_png}
 
 
+NO_CHROMIUM = (
+    "static figure export (PDF/SVG/PNG) needs Chromium: apt-get install chromium "
+    "(or set BROWSER_PATH to a Chrome/Chromium executable)"
+)
+"""The fix for a missing browser, as every message that needs it says it."""
+
+
+def static_export_problem() -> str | None:
+    """Why PDF/SVG/PNG export cannot work here (``None`` when kaleido and a Chromium are found).
+
+    This only looks for the pieces; a Chromium that is found but will not start shows up when the
+    first figure is rendered.
+    """
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return "static figure export (PDF/SVG/PNG) needs kaleido: pip install kaleido"
+    browser = chromium_path()
+    if browser is None or not (os.path.isfile(browser) and os.access(browser, os.X_OK)):
+        return NO_CHROMIUM
+    return None
+
+
+def resolve_formats(formats: str | Sequence[str] | None = "auto") -> tuple[list[str], str | None]:
+    """Turns a ``formats`` request into the formats to write and, if any were dropped, why.
+
+    Args:
+        formats: ``"auto"`` (or ``None``): HTML always, PDF/SVG/PNG when static export works here.
+            Otherwise a comma list or sequence of :data:`FORMATS`: exactly these, and an error if
+            a static one cannot be written.
+
+    Returns:
+        ``(formats, reason)``; ``reason`` says why static formats were skipped (``auto`` only).
+
+    Raises:
+        ExportError: An unknown format, or a static format asked for explicitly where static
+            export is impossible.
+    """
+    if formats is None or formats == "auto":
+        problem = static_export_problem()
+        return (["html"], problem) if problem else (list(FORMATS), None)
+    wanted = [f.strip() for f in formats.split(",")] if isinstance(formats, str) else list(formats)
+    wanted = [f for f in wanted if f]
+    unknown = sorted(set(wanted) - set(FORMATS))
+    if unknown or not wanted:
+        raise ExportError(
+            f"unknown figure format(s) {unknown or wanted}; use auto or a comma list of "
+            f"{', '.join(FORMATS)}"
+        )
+    if set(wanted) & set(STATIC_FORMATS):
+        problem = static_export_problem()
+        if problem:
+            raise ExportError(problem)
+    return list(dict.fromkeys(wanted)), None
+
+
 def _start_kaleido() -> None:
     """Checks kaleido and Chromium, and starts kaleido's browser once per process."""
-    try:
-        import kaleido
-    except ImportError as exc:
-        raise ExportError("static figure export needs kaleido: pip install kaleido") from exc
-    browser = chromium_path()
-    if browser is None:
-        raise ExportError(
-            "static figure export needs Chromium: apt-get install chromium "
-            "(or set BROWSER_PATH to a Chrome/Chromium executable)"
-        )
-    os.environ.setdefault("BROWSER_PATH", browser)
+    problem = static_export_problem()
+    if problem:
+        raise ExportError(problem)
+    import kaleido
+
+    os.environ.setdefault("BROWSER_PATH", chromium_path() or "")
     kaleido.start_sync_server(silence_warnings=True)
+
+
+def write_html(fig: Any, target: Path) -> None:
+    """Writes ``fig`` as a standalone HTML page (atomically) next to a shared ``plotly.min.js``."""
+    from plotly.offline import get_plotlyjs
+
+    from workbench.files import atomic_write_bytes
+
+    script = target.parent / "plotly.min.js"
+    if not script.is_file():
+        atomic_write_bytes(script, get_plotlyjs().encode())
+    page = fig.to_html(include_plotlyjs="directory", full_html=True)
+    # plotly's page sets html and body to 100% height but keeps the body's 8 px margin, so the page
+    # is always 16 px taller than its window: embedded in a frame of the figure's size it would
+    # scroll. Without the margin, a frame as large as the figure shows it whole.
+    page = page.replace("</head>", "<style>body {margin: 0;}</style>\n</head>", 1)
+    atomic_write_bytes(target, page.encode())
 
 
 def _render(fig: Any, fmt: str, scale: float) -> bytes:
@@ -290,7 +290,7 @@ def export(
     Raises:
         ExportError: A static format was asked for and kaleido or Chromium is missing or broken.
     """
-    from workbench.store import atomic_write_bytes
+    from workbench.files import atomic_write_bytes
 
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
@@ -305,7 +305,7 @@ def export(
     for fmt in formats:
         target = base.with_name(f"{base.name}.{fmt}")
         if fmt == "html":
-            fig.write_html(target, include_plotlyjs="directory", full_html=True)
+            write_html(fig, target)
         else:
             data = _render(fig, fmt, scale if fmt == "png" else 1)
             atomic_write_bytes(target, _EMBED[fmt](data, meta))

@@ -1,14 +1,25 @@
-"""What produced a run: git commit, package versions, start time (filled in by the runner)."""
+"""What produced a run: git commit, package versions, start time.
+
+A leaf module (standard library only) shared by :mod:`workbench.figures`, which embeds provenance in
+every exported figure, and :mod:`workbench.runner`, which completes ``results.json``. The runner
+tells the notebook's kernel which run it is executing through the environment variable
+:data:`PROVENANCE_ENV` (a JSON record: analysis, parameters, commit, start time);
+:func:`run_record` reads it back on the kernel's side.
+"""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
 import platform
 import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+PROVENANCE_ENV = "WORKBENCH_PROVENANCE"
+"""Environment variable through which the kernel (and ``figures.export``) learns its run."""
 PACKAGES = ("workbench", "torch", "transformers", "numpy", "plotly", "kaleido", "papermill")
 """Packages whose versions every ``results.json`` records."""
 
@@ -51,3 +62,20 @@ def git_state(root: str | None = None) -> tuple[str | None, bool | None]:
         return commit.stdout.strip(), bool(status.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
+
+
+def run_record() -> dict[str, object]:
+    """The run this process executes for ``workbench run`` (empty outside a run).
+
+    Returns:
+        The JSON record the runner put in :data:`PROVENANCE_ENV`, or ``{"run": text}`` when the
+        variable is not JSON.
+    """
+    text = os.environ.get(PROVENANCE_ENV)
+    if not text:
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {"run": text}
+    return record if isinstance(record, dict) else {"run": text}

@@ -218,6 +218,22 @@ class _Runner:
         self.no_cache = "use_cache" in params
         pad = subject.tokenizer.pad_token_id
         self.pad_id = int(pad) if pad is not None else 0
+        vocab = int(getattr(subject.model.config, "vocab_size", 0) or 0)
+        self.widths = {s.name: vocab if s.kind == "unembed" else subject.d_model for s in sites}
+
+    def _buffers(self, n_rows: int) -> dict[str, Tensor]:
+        """One allocation holding every site's ``(n_rows, width)`` buffer as a view.
+
+        A single large block (rather than one per site) is returned to the system when freed, so
+        shard after shard reuses the same memory instead of fragmenting the heap: a streamed
+        capture's peak stays at one shard above the forward pass's own.
+        """
+        flat = torch.empty(n_rows * sum(self.widths.values()), dtype=self.dtype)
+        views, start = {}, 0
+        for name, width in self.widths.items():
+            views[name] = flat[start : start + n_rows * width].view(n_rows, width)
+            start += n_rows * width
+        return views
 
     def run(
         self, toks: TokenizedInputs, texts: range, offsets: np.ndarray, bar: tqdm
@@ -226,14 +242,14 @@ class _Runner:
         seqs = toks.sequences
         base = int(offsets[texts.start])
         n_rows = int(offsets[texts.stop]) - base
-        buffers: dict[str, Tensor] = {}
+        buffers = self._buffers(n_rows)
         order = sorted(texts, key=lambda i: len(seqs[i]))
         state: dict[str, Any] = {}
 
         def sink(site: Site, hidden: Tensor) -> None:
             rows = _select(hidden, state["mask"], self.positions)
-            buf = buffers.get(site.name)
-            if buf is None:
+            buf = buffers[site.name]
+            if rows.shape[-1] != buf.shape[-1]:  # a site wider than planned: its own buffer
                 buf = buffers[site.name] = torch.empty(n_rows, rows.shape[-1], dtype=self.dtype)
             buf.index_copy_(0, state["dest"], rows.to(device="cpu", dtype=self.dtype))
 
@@ -352,8 +368,12 @@ def _capture_to_store(
             if in_flight is not None:
                 in_flight.result()
             in_flight = pool.submit(writer.write, plan, tensors)
+            # drop this frame's reference: once written, the shard's buffers are freed before the
+            # next shard's are allocated, so a CPU capture holds one shard at a time
+            del tensors
             if not overlap:
                 in_flight.result()
+                in_flight = None
         if in_flight is not None:
             in_flight.result()
     return ActivationStore(path)

@@ -1,0 +1,237 @@
+"""The anisotropy study's results: frozen, typed, JSON round-trippable, each with its figures.
+
+``to_dict()`` gives plain JSON data and ``from_dict()`` rebuilds the object exactly; that pair is
+also the per-unit cache format (:class:`workbench.cache.UnitCache`). The study's result,
+:class:`AnisotropyResult`, draws every figure through one method, ``figure(kind=...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from workbench.analyses.anisotropy.tangent import TangentResult
+from workbench.errors import InputError
+from workbench.geometry import FrequencyDistance
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+LAYER_METRICS = ("mean_cosine", "mev", "isoscore", "effective_rank", "twonn")
+"""The geometry measured at every layer (fields of :class:`LayerMetrics`)."""
+CHECKPOINT_METRICS = ("mean_cosine", "isoscore", "effective_rank", "twonn")
+"""The metrics followed across checkpoints (the heatmap panels)."""
+FIGURES = ("by_layer", "layer_step_heatmaps", "mean_cosine_over_training", "frequency_distance",
+           "tangent_test")  # fmt: skip
+"""Every figure kind of :meth:`AnisotropyResult.figure`, in notebook order."""
+
+
+@dataclass(frozen=True)
+class LayerMetrics:
+    """The geometry of one layer's token representations.
+
+    Attributes:
+        layer: Layer index.
+        mean_cosine: Mean pairwise cosine similarity (anisotropy).
+        mev: Share of variance on the top principal direction.
+        isoscore: IsoScore (1 = isotropic).
+        effective_rank: Entropy effective rank of the covariance spectrum.
+        twonn: TwoNN intrinsic dimension (on a subsample).
+    """
+
+    layer: int
+    mean_cosine: float
+    mev: float
+    isoscore: float
+    effective_rank: float
+    twonn: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerMetrics:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(data["layer"]), *(float(data[k]) for k in LAYER_METRICS))
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """Everything measured on one checkpoint.
+
+    Attributes:
+        revision: The checkpoint (``None`` for the model as loaded).
+        step: Its training step, when the revision names one.
+        layers: One :class:`LayerMetrics` per measured layer, in layer order.
+        freq_distance_by_layer: Per-occurrence frequency-distance correlation at each layer
+            (``None`` where undefined).
+        embedding_freq_corr: Frequency vs distance to centroid of the input embedding table.
+        n_tokens: Rows measured.
+        frequency: The last layer's per-type points behind the last correlation, for the scatter.
+    """
+
+    revision: str | None
+    step: int | None
+    layers: tuple[LayerMetrics, ...]
+    freq_distance_by_layer: tuple[float | None, ...]
+    embedding_freq_corr: float | None
+    n_tokens: int
+    frequency: FrequencyDistance | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        object.__setattr__(self, "freq_distance_by_layer", tuple(self.freq_distance_by_layer))
+        if not self.layers:
+            raise InputError("a checkpoint result needs at least one layer")
+        if len(self.freq_distance_by_layer) != len(self.layers):
+            raise InputError(
+                f"{len(self.freq_distance_by_layer)} frequency correlations for "
+                f"{len(self.layers)} layers"
+            )
+
+    @property
+    def freq_distance_corr(self) -> float | None:
+        """The frequency-distance correlation at the last measured layer."""
+        return self.freq_distance_by_layer[-1]
+
+    @property
+    def label(self) -> str:
+        """The step when known, else the revision (``"as loaded"`` for ``None``)."""
+        if self.step is not None:
+            return str(self.step)
+        return self.revision or "as loaded"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return {
+            "revision": self.revision,
+            "step": self.step,
+            "layers": [m.to_dict() for m in self.layers],
+            "freq_distance_by_layer": list(self.freq_distance_by_layer),
+            "embedding_freq_corr": self.embedding_freq_corr,
+            "n_tokens": self.n_tokens,
+            "frequency": None if self.frequency is None else self.frequency.to_dict(points=True),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckpointResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            revision=data["revision"],
+            step=data["step"],
+            layers=tuple(LayerMetrics.from_dict(m) for m in data["layers"]),
+            freq_distance_by_layer=tuple(_float_or_none(v) for v in data["freq_distance_by_layer"]),
+            embedding_freq_corr=_float_or_none(data["embedding_freq_corr"]),
+            n_tokens=int(data["n_tokens"]),
+            frequency=None
+            if data["frequency"] is None
+            else FrequencyDistance.from_dict(data["frequency"]),
+        )
+
+
+@dataclass(frozen=True)
+class AnisotropyResult:
+    """The whole study: every checkpoint's geometry and, where possible, the tangent test.
+
+    Attributes:
+        model: The model studied.
+        site: The site kind measured.
+        checkpoints: One :class:`CheckpointResult` per checkpoint, in training order.
+        tangent: The tangent test, or ``None`` when it could not run (see ``notes``).
+        notes: What was skipped and why, in plain words.
+    """
+
+    model: str
+    site: str
+    checkpoints: tuple[CheckpointResult, ...]
+    tangent: TangentResult | None = None
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "checkpoints", tuple(self.checkpoints))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if not self.checkpoints:
+            raise InputError("the study measured no checkpoint")
+        layers = {tuple(m.layer for m in c.layers) for c in self.checkpoints}
+        if len(layers) != 1:
+            raise InputError(f"checkpoints measured different layers: {sorted(layers)}")
+
+    @property
+    def final(self) -> CheckpointResult:
+        """The last checkpoint's result."""
+        return self.checkpoints[-1]
+
+    @property
+    def layers(self) -> list[int]:
+        """The measured layers."""
+        return [m.layer for m in self.final.layers]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Tidy rows ``{step, revision, layer, metric...}`` for every checkpoint and layer."""
+        return [
+            {
+                "step": c.step,
+                "revision": c.revision,
+                "layer": m.layer,
+                **{k: getattr(m, k) for k in CHECKPOINT_METRICS},
+            }
+            for c in self.checkpoints
+            for m in c.layers
+        ]
+
+    def figure_kinds(self) -> list[str]:
+        """The figure kinds this result can draw (training figures need several checkpoints)."""
+        kinds = ["by_layer"]
+        if len(self.checkpoints) > 1:
+            kinds += ["layer_step_heatmaps", "mean_cosine_over_training"]
+        if self.final.frequency is not None:
+            kinds.append("frequency_distance")
+        if self.tangent is not None:
+            kinds.append("tangent_test")
+        return kinds
+
+    def figure(self, kind: str = "by_layer") -> go.Figure:
+        """One of the study's figures.
+
+        Args:
+            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
+
+        Raises:
+            InputError: An unknown kind, or one this result cannot draw.
+        """
+        from workbench.analyses.anisotropy import figures
+
+        if kind not in FIGURES:
+            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
+        if kind not in self.figure_kinds():
+            raise InputError(
+                f"figure {kind!r} is not available for this result; "
+                f"available: {', '.join(self.figure_kinds())}"
+            )
+        return figures.BUILDERS[kind](self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": self.model,
+            "site": self.site,
+            "checkpoints": [c.to_dict() for c in self.checkpoints],
+            "tangent": None if self.tangent is None else self.tangent.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AnisotropyResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data["model"],
+            data["site"],
+            tuple(CheckpointResult.from_dict(c) for c in data["checkpoints"]),
+            None if data["tangent"] is None else TangentResult.from_dict(data["tangent"]),
+            tuple(data["notes"]),
+        )

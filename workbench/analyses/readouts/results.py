@@ -1,0 +1,200 @@
+"""The readouts study's results: lens curves, the probe sweep and the steering test."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.errors import InputError
+from workbench.lens import LensResult
+from workbench.probes import ProbeSweepResult
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+FIGURES = ("lens_heatmap", "lens_kl", "lens_loss", "probe", "steering")
+"""Every figure kind of :meth:`ReadoutsResult.figure`, in notebook order."""
+
+
+@dataclass(frozen=True)
+class LensCurve:
+    """One lens's held-out numbers by layer (means over every position).
+
+    Attributes:
+        lens: ``logit``, ``last_block`` or ``tuned``.
+        layers: The layers read.
+        kl: KL(final || lens) in nats.
+        loss: Next-token cross-entropy in nats.
+        entropy: Entropy of the lens's distribution in nats.
+        final_loss: The model's own next-token loss on the same positions.
+    """
+
+    lens: str
+    layers: tuple[int, ...]
+    kl: tuple[float, ...]
+    loss: tuple[float, ...]
+    entropy: tuple[float, ...]
+    final_loss: float
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "kl", "loss", "entropy"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not len(self.layers) == len(self.kl) == len(self.loss) == len(self.entropy):
+            raise InputError(f"lens {self.lens}: per-layer lists of different lengths")
+
+    @classmethod
+    def of(cls, result: LensResult) -> LensCurve:
+        """The curve of a :class:`~workbench.lens.LensResult`."""
+        return cls(
+            result.lens,
+            tuple(int(x) for x in result.layers),
+            tuple(float(x) for x in result.kl_by_layer()),
+            tuple(float(x) for x in result.loss_by_layer()),
+            tuple(float(x) for x in result.entropy_by_layer()),
+            float(result.final_loss()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LensCurve:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class SteeringResult:
+    """Steering with a difference-of-means vector against random vectors of the same norm.
+
+    Attributes:
+        layer: The block whose output was steered.
+        norm: Norm of the steering vector (and of each random one).
+        scales: Multipliers applied (0 is the unsteered model).
+        effect: Change of the word-start probability mass at each scale (steering vector).
+        random: The same for each random vector, ``(n_random, n_scales)``.
+        base_mass: The unsteered model's mean word-start mass.
+        n_rows: Positions averaged.
+    """
+
+    layer: int
+    norm: float
+    scales: tuple[float, ...]
+    effect: tuple[float, ...]
+    random: tuple[tuple[float, ...], ...]
+    base_mass: float
+    n_rows: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scales", tuple(float(s) for s in self.scales))
+        object.__setattr__(self, "effect", tuple(float(s) for s in self.effect))
+        object.__setattr__(self, "random", tuple(tuple(float(x) for x in r) for r in self.random))
+        if len(self.effect) != len(self.scales) or any(
+            len(r) != len(self.scales) for r in self.random
+        ):
+            raise InputError("steering effects do not match the scales")
+
+    @property
+    def effect_at_max(self) -> float:
+        """The steering vector's effect at the largest scale."""
+        return self.effect[-1]
+
+    @property
+    def random_at_max(self) -> float:
+        """The mean effect of the random vectors at the largest scale."""
+        return float(np.mean([r[-1] for r in self.random])) if self.random else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the cache format)."""
+        return {**asdict(self), "random": [list(r) for r in self.random]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SteeringResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{**data, "random": tuple(tuple(r) for r in data["random"])})
+
+
+@dataclass(frozen=True)
+class ReadoutsResult:
+    """Everything the readouts study measured on one model.
+
+    Attributes:
+        model: The model.
+        revision: Its revision.
+        curves: One :class:`LensCurve` per lens, logit lens first.
+        heatmap: The logit lens on one held-out text (every position), for the classic picture.
+        probe: The probe sweep by layer, with its control and selectivity.
+        probe_task: Which labels the probe predicts.
+        steering: The steering test.
+        notes: What was skipped and why.
+    """
+
+    model: str
+    revision: str | None
+    curves: tuple[LensCurve, ...]
+    heatmap: LensResult
+    probe: ProbeSweepResult
+    probe_task: str
+    steering: SteeringResult
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "curves", tuple(self.curves))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        if not self.curves or self.curves[0].lens != "logit":
+            raise InputError("the readouts result needs the logit lens's curve first")
+
+    @property
+    def model_loss(self) -> float:
+        """The model's own held-out next-token loss."""
+        return self.curves[0].final_loss
+
+    def curve(self, lens: str) -> LensCurve | None:
+        """The curve of ``lens`` (``None`` if it was not run)."""
+        return next((c for c in self.curves if c.lens == lens), None)
+
+    def figure_kinds(self) -> list[str]:
+        """Every figure kind (all are always available)."""
+        return list(FIGURES)
+
+    def figure(self, kind: str = "lens_kl") -> go.Figure:
+        """One of the study's figures (see :data:`FIGURES`).
+
+        Raises:
+            InputError: An unknown kind.
+        """
+        from workbench.analyses.readouts import figures
+
+        if kind not in FIGURES:
+            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
+        return figures.BUILDERS[kind](self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "model": self.model,
+            "revision": self.revision,
+            "curves": [c.to_dict() for c in self.curves],
+            "heatmap": self.heatmap.to_dict(full=True),
+            "probe": self.probe.to_dict(),
+            "probe_task": self.probe_task,
+            "steering": self.steering.to_dict(),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReadoutsResult:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data["model"],
+            data["revision"],
+            tuple(LensCurve.from_dict(c) for c in data["curves"]),
+            LensResult.from_dict(data["heatmap"]),
+            ProbeSweepResult.from_dict(data["probe"]),
+            data["probe_task"],
+            SteeringResult.from_dict(data["steering"]),
+            tuple(data["notes"]),
+        )
