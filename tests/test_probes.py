@@ -347,6 +347,8 @@ def test_bad_input_errors(acts, store):
         one_line(exc)
     with pytest.raises(ProbeError, match="one class"):
         probe_sweep({"resid_post.0": x}, np.ones(len(x)), progress=False)
+    with pytest.raises(ProbeError, match="continuous"):
+        probe_sweep({"resid_post.0": x}, x[:, 0], progress=False)
     with pytest.raises(SiteError, match="mlp_out") as exc:
         probe_sweep(acts, acts.token_ids.numpy() % 2, sites="mlp_out.1", progress=False)
     one_line(exc)

@@ -8,6 +8,8 @@ import numpy as np
 from scipy.special import expit, softmax
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from workbench.probes._data import to_numpy
+
 
 class LinearScores:
     """``decision_function``, ``predict_proba`` and ``predict`` from ``coef_`` and ``intercept_``.
@@ -22,7 +24,7 @@ class LinearScores:
     def decision_function(self, X: Any) -> np.ndarray:
         """Logits: ``(n,)`` for two classes (positive class ``classes_[1]``), else ``(n, k)``."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, to_numpy(X), reset=False, dtype=np.float64)
         scores = X @ self.coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 

@@ -34,6 +34,28 @@ def as_float32(x: Any) -> Tensor:
     return torch.from_numpy(arr)
 
 
+def to_numpy(x: Any) -> Any:
+    """A CPU numpy view of a tensor (float16/bfloat16 widened to float32); other input as is."""
+    if not isinstance(x, Tensor):
+        return x
+    x = x.detach().cpu()
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.to(torch.float32)
+    return x.numpy()
+
+
+def check_discrete(y: np.ndarray) -> None:
+    """Raises :class:`ProbeError` for continuous (regression-like) labels."""
+    from sklearn.utils.multiclass import type_of_target
+
+    try:
+        kind = type_of_target(y)
+    except ValueError as exc:
+        raise ProbeError(f"labels cannot be read as classes ({exc})") from exc
+    if kind not in ("binary", "multiclass"):
+        raise ProbeError(f"labels look {kind}; class labels (ints, strings, bools) are accepted")
+
+
 def check_classes(classes: np.ndarray) -> None:
     """Raises :class:`ProbeError` unless there are at least two classes."""
     if len(classes) < 2:

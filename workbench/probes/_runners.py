@@ -134,14 +134,15 @@ class LinearRunner(Runner):
         init = (torch.zeros(k, xs.shape[1], device=self.device), _solver.prior_intercept(counts))
         if not est.fit_intercept:
             init = None
-        if self.warm_start:
+        recent, previous = self.recent.get(key[0]), warm.get(key)
+        if self.warm_start and recent is not None and torch.equal(recent[2], present):
+            init = (recent[0], recent[1])  # same site, overlapping rows: always close
+        elif self.warm_start and previous is not None and torch.equal(previous[2], present):
+            # The previous site's solution for these rows: kept only if it beats the prior.
             best = _solver.prior_loss(counts) if est.fit_intercept else math.log(len(present))
-            for cand in (self.recent.get(key[0]), warm.get(key)):
-                if cand is None or not torch.equal(cand[2], present):
-                    continue
-                value = _solver.objective(lambda: parts, n_train, cand[0], cand[1], lam=lam)
-                if value < best:
-                    best, init = value, (cand[0], cand[1])
+            value = _solver.objective(lambda: parts, n_train, previous[0], previous[1], lam=lam)
+            if value < best:
+                init = (previous[0], previous[1])
         fit = _solver.fit_logistic(
             lambda: parts,
             n_train,

@@ -35,7 +35,9 @@ class LinearProbe(LinearScores, ClassifierMixin, BaseEstimator):
         C: Inverse regularization strength, as in scikit-learn: the penalty is
             ``||coef_||^2 / (2 C n)`` on the mean cross-entropy over ``n`` rows.
         fit_intercept: Learn an (unpenalized) intercept.
-        tol: Stop when the largest entry of the preconditioned gradient is below ``tol``.
+        tol: Stop when the largest entry of the preconditioned gradient, scaled by the square root
+            of the inverse curvature L-BFGS has seen, is below ``tol`` (a scale-free measure of
+            the gap to the optimum; not the same units as scikit-learn's ``tol``).
         max_iter: Most L-BFGS iterations (a ``ConvergenceWarning`` when reached).
         precondition: Optimize in whitened coordinates (same solution, far fewer iterations).
         warm_start: Start from the previous ``coef_`` and ``intercept_`` when refitting.
@@ -94,7 +96,7 @@ class LinearProbe(LinearScores, ClassifierMixin, BaseEstimator):
             ProbeError: One class only, or a bad hyperparameter.
         """
         self._check_params()
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y = validate_data(self, _data.to_numpy(X), y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         _data.check_classes(classes)
@@ -147,7 +149,7 @@ class LinearProbe(LinearScores, ClassifierMixin, BaseEstimator):
         if in_memory is None:
             in_memory = _data.fits_in_memory(store.n_rows, width)
         if in_memory:
-            return self.fit(store.read(site), y)
+            return self.fit(_data.as_float32(store.read(site)), y)
         self._reset_features(width)
         device = _data.resolve_device(self.device)
         codes_t = torch.from_numpy(codes.astype(np.int64))

@@ -110,7 +110,7 @@ class MassMeanProbe(LinearScores, ClassifierMixin, BaseEstimator):
         Raises:
             ProbeError: One class only.
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y = validate_data(self, _data.to_numpy(X), y, dtype=[np.float64, np.float32])
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         _data.check_classes(classes)

@@ -226,12 +226,12 @@ class ProbeSweepResult:
             y=self.chance,
             line={"color": "#888", "dash": "dot", "width": 1},
             annotation_text="majority class",
-            annotation_position="bottom right",
+            annotation_position="top left",
         )
         unit = "seeds" if self.seeds > 1 else "folds"
         fig.update_layout(
-            xaxis_title="layer" if by_layer else "site",
-            yaxis_title="accuracy",
+            xaxis={"title": "layer" if by_layer else "site", "zeroline": False},
+            yaxis_title="accuracy / selectivity",
             legend={"orientation": "h", "y": -0.25},
         )
         return style(

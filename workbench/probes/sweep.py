@@ -10,8 +10,9 @@ shared along that structure rather than repeated:
 * one preconditioner per site (a Cholesky factor of the rows' covariance, see
   :mod:`workbench.probes._solver`), shared by every fold, seed and the control: L-BFGS then needs
   tens of iterations instead of hundreds;
-* warm starts: each fit starts from the best (lowest objective) of zero, the previous fold's
-  solution and the previous site's solution for the same fold, for task and control separately;
+* warm starts: each fit starts from the site's previous fit (another fold or seed: most rows
+  are shared), and a site's first fit from the previous site's solution when that beats the
+  class-prior start (adjacent layers of a residual stream are similar); task and control apart;
 * one permuted copy of a site per seed, so that a fold's training rows are two views of it and no
   fold is copied;
 * float32 throughout, on the GPU when there is one; mass-mean probes need one pass per seed (the
@@ -115,9 +116,11 @@ def select_sites(
     for name in available if sites is None else sites:
         if name in available and (sites is not None or layers is None):
             chosen.add(name)
+        elif name in kinds and layers is None:
+            chosen.update(f"{name}.{layer}" for layer in kinds[name])
         elif name in kinds:
             top = max(kinds[name]) + 1
-            wanted = parse_layers("all" if layers is None else layers, top)
+            wanted = parse_layers(layers, top)
             lost = sorted(set(wanted) - set(kinds[name]))
             if lost:
                 have = ", ".join(map(str, sorted(kinds[name])))
@@ -198,6 +201,7 @@ def probe_sweep(
         if row_tokens is not None:
             row_tokens = row_tokens[offsets[1:] - 1] if pool == "last" else None
         offsets = np.arange(len(y) + 1)
+    _data.check_discrete(y)
     classes, codes = np.unique(y, return_inverse=True)
     _data.check_classes(classes)
     runner = _make_runner(probe, warm_start)
