@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from browser_helpers import not_blank
 
+from workbench import analyses
+
 pytestmark = pytest.mark.slow  # a browser per test
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +60,16 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
         },
         "concept_oscillation": {"n_cases": 40, "toy_steps": 60, "n_bootstrap": 100},
         "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4, "toy_steps": 60},
+        "geometric_memory": {
+            "degree": 3,
+            "path_length": 2,
+            "epochs": 60,
+            "path_epochs": 20,
+            "incontext_epochs": 0,
+            "ingredients": False,
+            "umap": False,
+            "device": "cpu",
+        },
         "depth_ensemble": {
             "model": model,
             "n_texts": 8,
@@ -72,8 +84,8 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
     }[analysis]
 
 
-ANALYSES = ["anisotropy", "readouts", "concept_oscillation", "depth_ensemble", "acmas"]
-"""Analyses whose notebook is driven in JupyterLab (progress bars: those that show one)."""
+ANALYSES = list(analyses.ANALYSES)
+"""Every analysis: its notebook is driven in JupyterLab (`small_params` must know it)."""
 WIDGET_BARS = {"anisotropy"}
 
 
