@@ -50,6 +50,9 @@ bench: $(STAMP)
 	$(PY) bench/capture.py
 	$(PY) bench/geometry.py
 	$(PY) bench/sweep.py
+	$(PY) bench/interventions.py
+	$(PY) bench/probes.py --quick
+	$(PY) bench/node2vec.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
