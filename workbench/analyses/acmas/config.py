@@ -56,7 +56,7 @@ class AcmasConfig(StudyConfig):
     restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "linear_probe"
     steer_layer: Literal["early", "middle", "final"] = "middle"
     steer_scale: float = 1.0
-    toy_steps: int = 300
+    toy_steps: int = 1500
     device: str = "cpu"
 
     def __post_init__(self) -> None:
