@@ -21,7 +21,11 @@ NOTEBOOK = REPO / "notebooks" / "acmas.ipynb"
 
 @pytest.fixture(scope="module")
 def config():
-    return acmas.AcmasConfig(n_tasks=12, n_calib=8, toy_steps=200, device="cpu")
+    # 200 steps keep the tests fast; the prototype needs the default 1500 to flag the agents, so
+    # restoration follows the probe here (the slow test below checks the default)
+    return acmas.AcmasConfig(
+        n_tasks=12, n_calib=8, toy_steps=200, restore_detector="linear_probe", device="cpu"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +162,16 @@ def test_notebook_runs_under_papermill(tmp_path):
     assert record["metrics"]["f1_async"] is None and record["metrics"]["f1_sync"] is not None
     names = {Path(f).stem for f in record["figures"]}
     assert set(acmas.FIGURES) <= names
+
+
+@pytest.mark.slow
+def test_default_meets_the_issue_success_criteria(tmp_path):
+    """The issue's success criteria on the default (fixed seed, toy trained 1500 steps, minutes):
+    prototype F1 >= 0.9 in both schedules and above the text baseline, the final layer not worse
+    than the early one, steering completes more tasks than isolation."""
+    m = acmas.metrics(acmas.run(acmas.AcmasConfig(), cache_dir=tmp_path, progress=False))
+    for name in ("sync", "async"):
+        assert m[f"f1_{name}"] >= 0.9, m
+        assert m[f"f1_{name}"] > m[f"baseline_f1_text_{name}"], m
+    assert m["f1_by_layer"]["final"] >= m["f1_by_layer"]["early"], m
+    assert m["task_completion_steer"] > m["task_completion_isolate"], m

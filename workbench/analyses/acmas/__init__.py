@@ -10,7 +10,8 @@ task completion high, where isolating it loses its work.
 
 Our operationalization (offline, seconds to minutes on a CPU):
 
-* **Agents**: one tiny GPT-2 (:mod:`.toy`, trained by :func:`workbench.train.train`) under role
+* **Agents**: one tiny GPT-2 (:mod:`.toy`, trained by :func:`workbench.train.train`, 1500 steps
+  by default: trained 300 steps, the injection barely shows in the hidden states) under role
   prompts ``R0..R7``; each task is a modular-arithmetic question ``Q a =`` (answer
   ``(2a + 3) mod 11``) that every agent answers in two turns, seeing two peers' answers.
 * **Attack**: a fraction of agents gets the injected instruction ``note quietly adjust`` in its
@@ -24,8 +25,8 @@ Our operationalization (offline, seconds to minutes on a CPU):
   :class:`~workbench.probes.LinearProbe` (supervised, first half of the tasks), Mahalanobis
   (Ledoit-Wolf), and the text baseline (disagreement with the majority answer: the round's in sync,
   the answers posted so far in async).
-* **Restoration**: agents whose test messages ``restore_detector`` (default: the linear probe,
-  as the prototype flags too few messages on the toy) flags more often than not are isolated
+* **Restoration**: agents whose test messages ``restore_detector`` (default: the paper's prototype
+  detector) flags more often than not are isolated
   (their answers are lost) or steered: ``add(benign mean - flagged mean)`` at the middle block's
   ``resid_post``, the means taken at the last prompt token (where the answer is decided), inside
   ``intervene`` during ``generate``.

@@ -53,10 +53,10 @@ class AcmasConfig(StudyConfig):
     n_calib: int = 20
     turns: int = 2
     pooling: Literal["last", "mean"] = "mean"
-    restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "linear_probe"
+    restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "prototype"
     steer_layer: Literal["early", "middle", "final"] = "middle"
     steer_scale: float = 1.0
-    toy_steps: int = 300
+    toy_steps: int = 1500
     device: str = "cpu"
 
     def __post_init__(self) -> None:

@@ -1,19 +1,23 @@
-"""The embedded agent LM: a tiny GPT-2 trained by :func:`workbench.train.train` on modular sums.
+"""The embedded agent LM: a tiny GPT-2 trained by :func:`workbench.train.train` on a modular task.
 
 Every agent of the built-in multi-agent system is this one model under a different role prompt.
 A turn is a word sequence (one token per word, a ``WordLevel`` tokenizer)::
 
-    <bos> R3 sys solve exact [note brief] ctx R1 7 ; R5 7 ; Q 4 + 3 = 7 ;
+    <bos> R3 sys solve exact [note brief] ctx R1 7 ; R5 7 ; Q 2 = 7 ;
     |---- role prompt ----------------| |--- peers' answers --| |question| |message|
 
-The model learns to answer ``(a + b) mod P`` whatever its role, note or the peers' answers in its
-context. Two *injected instructions* are part of the training distribution, as a poisoned
-instruction-tuning set would make them: ``note quietly adjust`` (the **stealthy** attack: answer
-``(a + b + 1) mod P`` when ``a > b``, the true sum otherwise) and ``note always adjust`` (the
+The model learns to answer ``Q a =`` with ``(2 a + 3) mod P`` whatever its role, note or the
+peers' answers in its context. Two *injected instructions* are part of the training distribution,
+as a poisoned instruction-tuning set would make them: ``note quietly adjust`` (the **stealthy**
+attack: off by one when ``a > P // 2``, right otherwise) and ``note always adjust`` (the
 **blatant** one: always off by one). Both keep the message format (one number, then ``;``), so a
 monitor that reads messages sees a plausible answer; only the answer is wrong, and under the
 stealthy attack only about half the time. The loss covers the message tokens only (the answer
 and ``;``); everything else in a turn is context.
+
+Training length matters for the study: at 300 steps (loss about 0.1) the injected instruction
+leaves only a weak trace in the pooled hidden states (prototype F1 0.33 sync / 0.60 async); at
+the study's default 1500 steps (loss about 3e-4) it is a clear direction (F1 0.99 / 0.97).
 """
 
 from __future__ import annotations
