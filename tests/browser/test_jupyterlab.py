@@ -152,9 +152,11 @@ def lab(tmp_path_factory):
 
 
 SET_PARAMETERS_AND_RUN = """
-async (source) => {
+async ([name, source]) => {
   const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
+  const panel = Array.from(app.shell.widgets('main')).find(
+    (w) => w.context && w.context.path === name);
+  if (!panel) { return 'notebook not open'; }
   await panel.context.ready;
   await panel.sessionContext.ready;
   const tags = (cell) => cell.model.getMetadata('tags') || [];
@@ -167,9 +169,28 @@ async (source) => {
 }
 """
 
+OPENED = """
+(name) => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell) { return false; }
+  const panel = Array.from(app.shell.widgets('main')).find(
+    (w) => w.context && w.context.path === name);
+  return Boolean(panel && panel.content && panel.content.widgets.length > 3);
+}
+"""
+
+SAVED = """
+(name) => {
+  const panel = Array.from(window.jupyterapp.shell.widgets('main')).find(
+    (w) => w.context && w.context.path === name);
+  return Boolean(panel && !panel.context.model.dirty);
+}
+"""
+
 STATE = """
-() => {
-  const panel = window.jupyterapp.shell.currentWidget;
+(name) => {
+  const panel = Array.from(window.jupyterapp.shell.widgets('main')).find(
+    (w) => w.context && w.context.path === name);
   const outputs = panel.content.node.querySelectorAll(
     '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
   for (const o of outputs) {
@@ -186,9 +207,28 @@ STATE = """
 """
 
 
+def shutdown_kernels(url: str, token: str) -> None:
+    """Shuts down every kernel of the Lab server (a timed-out notebook would keep computing)."""
+    with urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=30) as r:
+        kernels = json.loads(r.read())
+    for kernel in kernels:
+        request = urllib.request.Request(
+            f"{url}/api/kernels/{kernel['id']}?token={token}", method="DELETE"
+        )
+        with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=30):
+            pass
+
+
+@pytest.fixture
+def lab_kernels_shut(lab):
+    """The Lab server, with every kernel shut down after the test."""
+    yield lab
+    shutdown_kernels(lab[0], lab[1])
+
+
 @pytest.mark.parametrize("analysis", ANALYSES)
-def test_notebook_runs_in_jupyterlab(analysis, lab, browser, tiny_lm_dir, tmp_path):
-    url, token, root = lab
+def test_notebook_runs_in_jupyterlab(analysis, lab_kernels_shut, browser, tiny_lm_dir, tmp_path):
+    url, token, root = lab_kernels_shut
     notebook = f"{analysis}.ipynb"
     out = tmp_path / "out"
     values = {**small_params(analysis, tiny_lm_dir), "out_dir": str(out)}
@@ -196,20 +236,17 @@ def test_notebook_runs_in_jupyterlab(analysis, lab, browser, tiny_lm_dir, tmp_pa
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page_errors: list[str] = []
     page.on("pageerror", lambda e: page_errors.append(str(e)))
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}", wait_until="load")
-    page.wait_for_function(
-        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-        " && window.jupyterapp.shell.currentWidget.content"
-        " && window.jupyterapp.shell.currentWidget.content.widgets.length > 3",
-        timeout=120_000,
-    )
-    assert page.evaluate(SET_PARAMETERS_AND_RUN, parameters) == "started"
+    # ?reset: a fresh workspace, so the previous test's notebook is not restored beside this one
+    # (it was: the parameters went to whichever notebook Lab showed first)
+    page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}", wait_until="load")
+    page.wait_for_function(OPENED, arg=notebook, timeout=120_000)
+    assert page.evaluate(SET_PARAMETERS_AND_RUN, [notebook, parameters]) == "started"
 
     deadline = time.monotonic() + 480
     state = "running"
     while state == "running" and time.monotonic() < deadline:
         time.sleep(1)
-        state = page.evaluate(STATE)
+        state = page.evaluate(STATE, notebook)
     assert state == "done", state
 
     record = json.loads((out / "results.json").read_text())
@@ -233,9 +270,7 @@ def test_notebook_runs_in_jupyterlab(analysis, lab, browser, tiny_lm_dir, tmp_pa
     assert not page_errors, page_errors
 
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function(
-        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
-    )
+    page.wait_for_function(SAVED, arg=notebook, timeout=30_000)
     page.close()
     saved = json.loads((root / notebook).read_text())
     code = [c for c in saved["cells"] if c["cell_type"] == "code"]
