@@ -28,9 +28,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m workbench.doctor --install-check
 	touch $(STAMP)
 
+# Two pytest workers (pytest-xdist), one test file each at a time so that module fixtures are
+# built once; each worker runs torch with one thread (tests/conftest.py). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests bench
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # the inner loop: everything but papermill, browser and Ray tests
 test-fast: $(STAMP)

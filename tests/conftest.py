@@ -11,6 +11,11 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two workers on two cores: one thread each (kernels and subprocesses
+    # inherit it), so the workers do not fight over the cores. No test depends on the count.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
 sys.path.insert(0, str(Path(__file__).parent))
 
 import tinymodels
