@@ -31,11 +31,11 @@ import hashlib
 import json
 import os
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, InputError
 
 
 class StudyConfig:
@@ -135,3 +135,27 @@ def _literal_choices(hint: Any) -> tuple[Any, ...] | None:
     if typing.get_origin(hint) is Literal:
         return typing.get_args(hint)
     return None
+
+
+def draw_figure(
+    result: Any, kind: str, kinds: Sequence[str], builders: Mapping[str, Callable[[Any], Any]]
+) -> Any:
+    """Draws one figure of a study result: the body of every ``Result.figure(kind)``.
+
+    Args:
+        result: The result; its ``figure_kinds()`` says which kinds it can draw.
+        kind: The kind asked for.
+        kinds: Every kind the study knows (its ``FIGURES``).
+        builders: Kind to builder (``figures.BUILDERS``).
+
+    Raises:
+        InputError: An unknown kind, or one this result cannot draw.
+    """
+    if kind not in kinds:
+        raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(kinds)}")
+    available = result.figure_kinds()
+    if kind not in available:
+        raise InputError(
+            f"figure {kind!r} is not available for this result; available: {', '.join(available)}"
+        )
+    return builders[kind](result)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.analyses.anisotropy.tangent import TangentResult
+from workbench.analyses.base import draw_figure
 from workbench.errors import InputError
 from workbench.geometry import FrequencyDistance
 
@@ -206,14 +207,7 @@ class AnisotropyResult:
         """
         from workbench.analyses.anisotropy import figures
 
-        if kind not in FIGURES:
-            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
-        if kind not in self.figure_kinds():
-            raise InputError(
-                f"figure {kind!r} is not available for this result; "
-                f"available: {', '.join(self.figure_kinds())}"
-            )
-        return figures.BUILDERS[kind](self)
+        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.analyses.base import draw_figure
 from workbench.arrays import plain
 from workbench.errors import InputError
 
@@ -353,14 +354,7 @@ class DepthEnsembleResult:
         """
         from workbench.analyses.depth_ensemble import figures
 
-        if kind not in FIGURES:
-            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
-        if kind not in self.figure_kinds():
-            raise InputError(
-                f"figure {kind!r} is not available for this result; "
-                f"available: {', '.join(self.figure_kinds())}"
-            )
-        return figures.BUILDERS[kind](self)
+        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

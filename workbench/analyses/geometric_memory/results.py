@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.analyses.base import draw_figure
 from workbench.analyses.geometric_memory.graphs import GraphTask
 from workbench.arrays import frozen, frozen_or_none
 from workbench.errors import InputError
@@ -338,14 +339,7 @@ class GeometricMemoryResult:
         """
         from workbench.analyses.geometric_memory import figures
 
-        if kind not in FIGURES:
-            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
-        if kind not in self.figure_kinds():
-            raise InputError(
-                f"figure {kind!r} is not available for this result; "
-                f"available: {', '.join(self.figure_kinds())}"
-            )
-        return figures.BUILDERS[kind](self)
+        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
 
     def ingredient_table(self) -> str:
         """The ingredient table as fixed-width text (the notebook prints it)."""
