@@ -6,7 +6,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
@@ -122,20 +121,6 @@ def test_play_isolation_drops_the_flagged_agents(study, config):
     assert {m.sender for m in t.messages} == {"R1", "R2", "R3"} and len(t.messages) == 2 * 3 * 2
     times = [(m.task, m.time) for m in t.messages]
     assert times == sorted(times)
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4
-    assert "parameters" in code[0].metadata.get("tags", [])
-    names = [
-        line.split("=")[0].strip()
-        for line in code[0].source.splitlines()
-        if "=" in line and not line.startswith("#")
-    ]
-    assert names == [*acmas.AcmasConfig.parameter_names(), "out_dir"]
-    assert "AcmasConfig(" not in "".join(c.source for c in code[1:])
 
 
 @pytest.mark.slow

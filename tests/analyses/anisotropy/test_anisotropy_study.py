@@ -6,7 +6,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -209,20 +208,6 @@ def test_minilm_encoder_as_loaded():
     assert m["tangent_energy_share"] is None and isinstance(m["freq_distance_corr"], float)
     # the real pretrained encoder is anisotropic at every layer, unlike random init
     assert all(layer.mean_cosine > 0.1 for layer in checkpoint.layers)
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4
-    assert "parameters" in code[0].metadata.get("tags", [])
-    names = [
-        line.split("=")[0].strip()
-        for line in code[0].source.splitlines()
-        if "=" in line and not line.startswith("#")
-    ]
-    assert names == [*an.AnisotropyConfig.parameter_names(), "out_dir"]
-    assert "AnisotropyConfig(" not in "".join(c.source for c in code[1:])  # built from params
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -192,21 +191,6 @@ def test_the_processor_path_equals_capture_and_removes_its_hooks(tiny_dir, tmp_p
     with pytest.raises(IndexError):
         collect.last_position(subject, cases, "both", sites, 2, encode=broken)
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in subject.model.modules())
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4
-    assert "parameters" in code[0].metadata.get("tags", [])
-    names = [
-        line.split("=")[0].strip()
-        for line in code[0].source.splitlines()
-        if "=" in line and not line.startswith("#")
-    ]
-    assert names == [*co.ConceptOscillationConfig.parameter_names(), "out_dir"]
-    assert "ConceptOscillationConfig(" not in "".join(c.source for c in code[1:])
-    assert nb.metadata["kernelspec"]["name"] == "python3"
 
 
 @pytest.mark.slow

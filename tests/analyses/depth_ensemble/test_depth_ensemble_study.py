@@ -7,7 +7,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -321,21 +320,6 @@ def test_bad_inputs_fail_before_anything_loads_or_trains(config, tmp_path, monke
     with pytest.raises(SiteError, match=r"lacks the site.*resid_pre") as info:
         de.run(replace(config, model=str(tiny_dir("gpt2")), scaling_csv=""), progress=False)
     assert "\n" not in str(info.value)
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4
-    assert "parameters" in code[0].metadata.get("tags", [])
-    names = [
-        line.split("=")[0].strip()
-        for line in code[0].source.splitlines()
-        if "=" in line and not line.startswith("#")
-    ]
-    assert names == [*de.DepthEnsembleConfig.parameter_names(), "out_dir"]
-    assert "DepthEnsembleConfig(" not in "".join(c.source for c in code[1:])
-    assert nb.metadata["kernelspec"]["name"] == "python3"
 
 
 @pytest.mark.slow

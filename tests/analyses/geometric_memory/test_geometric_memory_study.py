@@ -7,7 +7,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
@@ -269,24 +268,6 @@ def test_any_model_embeddings_against_a_token_graph(tiny_dir):
         gm.geometric_level(rows, graph.adjacency), rel=1e-12
     )
     assert geo.edge_recovery is None and geo.name == subject.name
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4
-    assert "parameters" in code[0].metadata.get("tags", [])
-    names = [
-        line.split("=")[0].strip()
-        for line in code[0].source.splitlines()
-        if "=" in line and not line.startswith("#")
-    ]
-    assert names == [*gm.GeometricMemoryConfig.parameter_names(), "out_dir"]
-    assert "GeometricMemoryConfig(" not in "".join(c.source for c in code[1:])
-    # the notebook's defaults are the config's
-    namespace: dict = {}
-    exec(code[0].source, namespace)
-    assert gm.GeometricMemoryConfig.from_params(namespace) == gm.GeometricMemoryConfig()
 
 
 @pytest.mark.slow

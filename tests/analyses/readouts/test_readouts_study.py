@@ -6,7 +6,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 import torch
@@ -129,14 +128,6 @@ def test_bad_input_fails_in_one_line_before_work(tiny_lm_dir):
         ro.run(ro.ReadoutsConfig(model=str(tiny_lm_dir), n_texts=1500, tuned_texts=1000))
     with pytest.raises(LensError, match="unembed"):
         ro.run(ro.ReadoutsConfig(model="minilm", n_texts=4, tuned_texts=4, device="cpu"))
-
-
-def test_notebook_has_four_code_cells_and_lists_each_parameter_once():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 4 and "parameters" in code[0].metadata.get("tags", [])
-    names = [line.split("=")[0].strip() for line in code[0].source.splitlines() if "=" in line]
-    assert names == [*ro.ReadoutsConfig.parameter_names(), "out_dir"]
 
 
 @pytest.mark.slow
