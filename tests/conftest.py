@@ -107,3 +107,27 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("workbench-home")
     os.environ["WORKBENCH_HOME"] = str(home)
     return home
+
+
+LONG_FILES = (
+    "browser/test_jupyterlab.py",
+    "runner/test_sweep.py",
+    "test_wheel.py",
+    "runner/test_run.py",
+)
+"""Test files that run for minutes, each as one unit under `--dist loadfile`: collected first, so
+the two workers start on them and the short files fill in around them (scheduled last, the
+JupyterLab file alone made a four-minute tail)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Moves the long files to the front, keeping the order within each group."""
+
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        for i, name in enumerate(LONG_FILES):
+            if path.endswith("tests/" + name):
+                return i
+        return len(LONG_FILES)
+
+    items.sort(key=rank)

@@ -147,3 +147,27 @@ def test_local_workers_share_out_the_cpus(monkeypatch):
         assert backend._pool.submit(os.getenv, "OMP_NUM_THREADS").result(timeout=120) == "7"
     finally:
         backend.close()
+
+
+def test_ray_start_is_retried_when_the_raylet_misses_its_window():
+    from workbench.runner.backends import RayBackend
+
+    class FakeRay:
+        def __init__(self, failures):
+            self.failures, self.inits, self.shutdowns = failures, 0, 0
+
+        def init(self, **kwargs):
+            self.inits += 1
+            if self.inits <= self.failures:
+                raise Exception("The current node timed out during startup. This could happen")
+
+        def shutdown(self):
+            self.shutdowns += 1
+
+    ray = FakeRay(failures=1)
+    RayBackend._start_local(ray, 2)
+    assert (ray.inits, ray.shutdowns) == (2, 1)
+    ray = FakeRay(failures=3)
+    with pytest.raises(Exception, match="timed out during startup"):
+        RayBackend._start_local(ray, 2, attempts=3)
+    assert ray.inits == 3

@@ -9,6 +9,7 @@ process (``CUDA_VISIBLE_DEVICES``) when there are GPUs; Ray does the same for ta
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import multiprocessing as mp
 import os
 from collections.abc import Iterable
@@ -19,6 +20,8 @@ from typing import Any, Literal
 from workbench.runner.claim import claim
 from workbench.runner.errors import BackendError
 from workbench.runner.results import read_results
+
+logger = logging.getLogger(__name__)
 
 Status = Literal["ok", "failed", "busy", "done"]
 
@@ -170,16 +173,33 @@ class RayBackend:
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
+                self._start_local(ray, workers)
+        if gpus_per_run is None:
+            gpus_per_run = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
+        self._task = ray.remote(num_cpus=1, num_gpus=gpus_per_run, max_retries=0)(run_point)
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
+
+    @staticmethod
+    def _start_local(ray: Any, workers: int, attempts: int = 3) -> None:
+        """Starts a local cluster, retrying when the raylet misses Ray's fixed 30 s start window.
+
+        On a busy 2-core machine the first start can miss it (Ray hard-codes the wait); the
+        retry finds the imports warm and usually starts in seconds.
+        """
+        for attempt in range(1, attempts + 1):
+            try:
                 ray.init(
                     num_cpus=workers,
                     include_dashboard=False,
                     log_to_driver=False,
                     configure_logging=False,
                 )
-        if gpus_per_run is None:
-            gpus_per_run = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
-        self._task = ray.remote(num_cpus=1, num_gpus=gpus_per_run, max_retries=0)(run_point)
-        self.workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
+                return
+            except Exception as exc:
+                if "timed out during startup" not in str(exc) or attempt == attempts:
+                    raise
+                logger.warning("Ray's local cluster did not start in time (try %d); again", attempt)
+                ray.shutdown()
 
     def submit(self, task: PointTask) -> Any:
         """Submits ``task`` as a Ray task; returns its object ref."""
