@@ -8,6 +8,7 @@ import pytest
 
 from workbench.analyses import ANALYSES
 from workbench.analyses.base import StudyConfig
+from workbench.runner.params import notebook_params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,3 +45,6 @@ def test_notebook_has_four_code_cells_and_lists_each_parameter_once(analysis):
     exec(code[0].source, namespace)
     assert config.from_params(namespace) == config()
     assert nb.metadata["kernelspec"]["name"] == "python3"
+    # and `workbench run` sees every parameter (papermill's parser skips a line it cannot read)
+    specs = notebook_params(REPO / "notebooks" / f"{analysis}.ipynb")
+    assert sorted(specs) == sorted([*config.parameter_names(), "out_dir"])
