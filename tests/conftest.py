@@ -101,6 +101,17 @@ def tiny_lm_home(_tiny_lm_home_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return _tiny_lm_home_dir
 
 
+@pytest.fixture
+def html_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notebook kernels started by the test write HTML figures only (``$WORKBENCH_FORMATS``).
+
+    Static export (kaleido driving Chromium) costs seconds per figure; it is tested end to end by
+    the anisotropy notebook, the runner and the gallery tests, so the other studies' notebook runs
+    skip it.
+    """
+    monkeypatch.setenv("WORKBENCH_FORMATS", "html")
+
+
 @pytest.fixture(scope="session")
 def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A session-wide WORKBENCH_HOME so that tests never touch the user's cache."""

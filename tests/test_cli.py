@@ -129,8 +129,14 @@ def test_console_script_and_debug_traceback(tmp_path):
         "error: unknown site 'unembed'"
     )
     assert "Traceback" not in plain.stderr
+    # --debug shows the traceback of the same kind of error (one that needs no model load)
+    early = [*exe, "capture", "--model", "minilm", "--sites", "resid_post.0"]
+    early += ["--texts", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "y")]
+    plain = subprocess.run(early, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    assert plain.stderr.strip().startswith("error: cannot read text source")
     debug = subprocess.run(
-        [bad[0], bad[1], bad[2], "--debug", *bad[3:]], capture_output=True, text=True, timeout=300
+        [*early[:3], "--debug", *early[3:]], capture_output=True, text=True, timeout=300
     )
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 

@@ -110,6 +110,8 @@ def lab(tmp_path_factory):
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
         "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        # kernels write HTML figures only: static export is tested elsewhere, and costs seconds
+        "WORKBENCH_FORMATS": "html",
     }
     log = (tmp_path / "lab.log").open("wb")
     proc = subprocess.Popen(
@@ -252,6 +254,7 @@ def test_notebook_runs_in_jupyterlab(analysis, lab_kernels_shut, browser, tiny_l
     record = json.loads((out / "results.json").read_text())
     assert record["analysis"] == analysis
     assert all(record["params"][k] == v for k, v in values.items() if k != "out_dir")
+    assert all(f.endswith(".html") for f in record["figures"])  # the server's WORKBENCH_FORMATS
     shown = {Path(f).stem for f in record["figures"]}
     # plotly's JupyterLab renderer drew every figure of the run
     plots = page.locator(".jp-OutputArea .js-plotly-plot")

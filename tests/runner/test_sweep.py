@@ -72,6 +72,7 @@ def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
     grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
     out = tmp_path / "sweep"
     args = cli("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2")
+    args += ["--formats", "html"]  # no summary.png: the first test covers it
     proc = subprocess.Popen(
         args,
         env=cli_env(),
@@ -88,9 +89,7 @@ def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
         proc.wait(timeout=30)
         done_before = len(list(out.glob("runs/*/results.json")))
         assert done_before < 4
-        resumed = workbench(
-            "sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2"
-        )
+        resumed = workbench(*args[3:])
         assert resumed.returncode == 0, resumed.stderr
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -106,6 +105,7 @@ def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
     grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
     out = tmp_path / "sweep"
     args = cli("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "1")
+    args += ["--formats", "html"]
     procs = [
         subprocess.Popen(
             args, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -116,6 +116,8 @@ def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], results
     assert executions(marker) == {"2": 1, "3": 1, "4": 1, "5": 1}
     assert len(table(out)) == 4
+    # the summary follows --formats: HTML only
+    assert (out / "summary.html").is_file() and not (out / "summary.png").exists()
 
 
 @pytest.mark.slow

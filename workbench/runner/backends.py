@@ -167,8 +167,10 @@ class RayBackend:
             raise BackendError("the ray backend needs Ray: pip install 'workbench[ray]'") from None
         self._ray = ray
         self._started = not ray.is_initialized()
-        # a loaded 2-core machine can take more than Ray's default 30 s to start a raylet
-        os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+        # On a loaded 2-core machine Ray's dashboard agent can take 20 s or more to import and
+        # write its port file; the raylet gives up on it after about 15 s by default and exits
+        # ("Timed out waiting for file .../metrics_agent_port"), failing the start. Let it wait.
+        os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
         if self._started:
             if address:
                 ray.init(address=address, log_to_driver=False)

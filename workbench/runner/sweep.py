@@ -5,7 +5,8 @@ Layout of a sweep folder::
     DIR/sweep.json                 the analysis (a folder holds one analysis's sweeps)
     DIR/runs/<point id>/           one ``workbench run`` folder per point (+ ``.claim``)
     DIR/results.parquet, .csv      one row per point: params x metrics x provenance
-    DIR/summary.html, .png         each scalar metric against the run's parameters
+    DIR/summary.html, .png         each scalar metric against the run's parameters (.png with
+                                   Chromium, unless --formats leaves PNG out)
 
 A point is finished when its ``results.json`` is complete; finished points are skipped, so rerunning
 the same command resumes a sweep that was killed. A point that fails is retried once, then reported;
@@ -179,7 +180,7 @@ def run_sweep(
         if runner is not None:
             runner.close()
     tables = write_table(out, points)
-    tables += write_summary(out, points)
+    tables += write_summary(out, points, formats)
     return SweepResult(out, tuple(ran), tuple(skipped), failed, tuple(tables))
 
 

@@ -140,12 +140,23 @@ def summary_figure(table: list[dict[str, Any]], max_metrics: int = 6) -> Any:
     return style(fig, title=title, width=TWO_COLUMN, height=300 * nrows)
 
 
-def write_summary(out_dir: str | Path, points: Mapping[str, Mapping[str, Any]]) -> list[Path]:
-    """Writes ``summary.html`` and (when Chromium is available) ``summary.png``."""
+def write_summary(
+    out_dir: str | Path, points: Mapping[str, Mapping[str, Any]], formats: str | None = None
+) -> list[Path]:
+    """Writes ``summary.html`` and, when the sweep's formats allow it, ``summary.png``.
+
+    Args:
+        out_dir: The sweep folder.
+        points: Every point of the grid by id.
+        formats: The sweep's figure formats: ``None``/``"auto"`` adds the PNG when Chromium is
+            available (a warning otherwise); an explicit list adds it only if it names ``png``.
+    """
     from workbench.figures import ExportError, export
 
     fig = summary_figure(rows(out_dir, points))
     written = export(fig, Path(out_dir) / "summary", formats=("html",))
+    if formats not in (None, "auto") and "png" not in formats.split(","):
+        return written
     try:
         written += export(fig, Path(out_dir) / "summary", formats=("png",))
     except ExportError as exc:

@@ -124,7 +124,7 @@ def test_play_isolation_drops_the_flagged_agents(study, config):
 
 
 @pytest.mark.slow
-def test_notebook_runs_under_papermill(tmp_path):
+def test_notebook_runs_under_papermill(tmp_path, html_figures):
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "run"
     papermill.execute_notebook(
@@ -142,6 +142,7 @@ def test_notebook_runs_under_papermill(tmp_path):
         kernel_name="python3",
     )
     record = json.loads((out / "results.json").read_text())
+    assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "acmas" and record["params"]["n_tasks"] == 4
     assert tuple(record["metrics"]) == acmas.METRIC_KEYS
     assert record["metrics"]["f1_async"] is None and record["metrics"]["f1_sync"] is not None

@@ -194,7 +194,7 @@ def test_the_processor_path_equals_capture_and_removes_its_hooks(tiny_dir, tmp_p
 
 
 @pytest.mark.slow
-def test_notebook_runs_under_papermill(tmp_path):
+def test_notebook_runs_under_papermill(tmp_path, html_figures):
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "run"
     papermill.execute_notebook(
@@ -212,6 +212,7 @@ def test_notebook_runs_under_papermill(tmp_path):
         kernel_name="python3",
     )
     record = json.loads((out / "results.json").read_text())
+    assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "concept_oscillation" and record["params"]["n_cases"] == 40
     assert tuple(record["metrics"]) == co.METRIC_KEYS
     assert record["metrics"]["n_conflicts"] == 40

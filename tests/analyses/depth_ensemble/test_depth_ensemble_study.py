@@ -323,7 +323,7 @@ def test_bad_inputs_fail_before_anything_loads_or_trains(config, tmp_path, monke
 
 
 @pytest.mark.slow
-def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path):
+def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path, html_figures):
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "run"
     papermill.execute_notebook(
@@ -346,6 +346,7 @@ def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path):
         kernel_name="python3",
     )
     record = json.loads((out / "results.json").read_text())
+    assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "depth_ensemble" and record["params"]["toy_steps"] == 20
     assert tuple(record["metrics"]) == de.METRIC_KEYS
     assert record["metrics"]["chinchilla_alpha_depth"] == pytest.approx(1.1, abs=0.1)

@@ -271,7 +271,7 @@ def test_any_model_embeddings_against_a_token_graph(tiny_dir):
 
 
 @pytest.mark.slow
-def test_notebook_runs_under_papermill(tmp_path):
+def test_notebook_runs_under_papermill(tmp_path, html_figures):
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "run"
     papermill.execute_notebook(
@@ -291,6 +291,7 @@ def test_notebook_runs_under_papermill(tmp_path):
         progress_bar=False,
     )
     record = json.loads((out / "results.json").read_text())
+    assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "geometric_memory"
     assert tuple(record["metrics"]) == study.METRIC_KEYS
     assert record["metrics"]["edge_recovery_top5"] == 1.0

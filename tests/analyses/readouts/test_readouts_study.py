@@ -131,7 +131,7 @@ def test_bad_input_fails_in_one_line_before_work(tiny_lm_dir):
 
 
 @pytest.mark.slow
-def test_notebook_runs_under_papermill(config, tmp_path):
+def test_notebook_runs_under_papermill(config, tmp_path, html_figures):
     papermill = pytest.importorskip("papermill")
     out = tmp_path / "run"
     params = {k: v for k, v in replace(config, probe_seeds=1).to_params().items()}
@@ -144,6 +144,7 @@ def test_notebook_runs_under_papermill(config, tmp_path):
         kernel_name="python3",
     )
     record = json.loads((out / "results.json").read_text())
+    assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "readouts" and tuple(record["metrics"]) == ro.METRIC_KEYS
     assert record["params"]["n_texts"] == 24
     stems = {Path(f).stem for f in record["figures"]}
