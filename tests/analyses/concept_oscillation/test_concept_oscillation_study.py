@@ -218,3 +218,21 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
     assert record["metrics"]["n_conflicts"] == 40
     names = {Path(f).name for f in record["figures"]}
     assert {"follow_curve.html", "oscillations.html", "logit_diff_heatmap.html"} <= names
+
+
+def test_the_toy_trains_the_same_whatever_the_process_thread_count(tmp_path):
+    """The default's numbers must not depend on the machine's cores (the toy trains on one)."""
+    trained = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            folder, _ = train_toy.train_toy(
+                co.toy.ToySpec(), tmp_path / f"t{threads}", steps=30, seed=3, progress=False
+            )
+            assert torch.get_num_threads() == threads  # the process's setting is restored
+            trained.append(load_model(str(folder), device="cpu").model.state_dict())
+    finally:
+        torch.set_num_threads(before)
+    for name, weight in trained[0].items():
+        assert torch.equal(weight, trained[1][name]), name

@@ -38,7 +38,7 @@ class ConceptOscillationConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_cases", "n_bootstrap", "toy_steps", "batch_size")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device", "batch_size")
-    CACHE_VERSION: ClassVar[int] = 1
+    CACHE_VERSION: ClassVar[int] = 2  # 2: the toy trains on one thread
 
     model: str = TOY
     cases: str = "builtin"
