@@ -297,9 +297,13 @@ def shard_size(seq: int, shard_texts: int = 8) -> int:
 
 
 def measure_rss(
-    folder: Path, scratch: Path, n_shards: int, seq: int, env: dict[str, str] | None = None
-) -> dict[str, dict]:
-    """Peak RSS of a one-shard and an ``n_shards``-shard streamed capture, each in a new process.
+    folder: Path,
+    scratch: Path,
+    shard_counts: tuple[int, ...],
+    seq: int,
+    env: dict[str, str] | None = None,
+) -> dict[int, dict]:
+    """Peak RSS of a streamed capture of each number of shards, each in a new process.
 
     ``env`` adds environment variables to the children (the allocator settings of the second
     measurement).
@@ -307,7 +311,7 @@ def measure_rss(
     shard_texts = 8  # one shard = one batch of 8 texts
     shard_bytes = shard_size(seq, shard_texts)
     result = {}
-    for label, shards in (("1 shard", 1), (f"{n_shards} shards", n_shards)):
+    for shards in shard_counts:
         out = scratch / f"rss-{shards}"
         args = [
             sys.executable,
@@ -322,8 +326,8 @@ def measure_rss(
         done = subprocess.run(
             args, capture_output=True, text=True, check=True, env={**os.environ, **(env or {})}
         )
-        result[label] = json.loads(done.stdout.strip().splitlines()[-1])
-        result[label]["shards"] = len(list(out.glob("shard-*.safetensors")))
+        result[shards] = json.loads(done.stdout.strip().splitlines()[-1])
+        result[shards]["shards"] = len(list(out.glob("shard-*.safetensors")))
         shutil.rmtree(out)
     return result
 
@@ -418,12 +422,13 @@ def main() -> None:
         bandwidth = disk_bandwidth(scratch, 2**28)
         print(f"disk write bandwidth (256 MiB, fsync): {bandwidth / 2**20:.0f} MiB/s")
         n_shards = 5 if args.quick else 20
-        rss = measure_rss(folder, scratch, n_shards, seq)
-        small, big = rss["1 shard"], rss[f"{n_shards} shards"]
+        rss = measure_rss(folder, scratch, (1, n_shards), seq)
+        small, big = rss[1], rss[n_shards]
         how = "VmHWM during the capture" if small["reset"] and big["reset"] else "ru_maxrss"
         print(f"\npeak RSS of a streamed capture ({how}), fresh process each:")
-        for label, r in rss.items():
+        for shards, r in rss.items():
             growth = (r["peak_kb"] - r["before_kb"]) / 1024
+            label = "1 shard" if shards == 1 else f"{shards} shards"
             print(
                 f"  {label:<10} ({r['shards']:>2} shard files): "
                 f"peak {r['peak_kb'] / 1024:7.0f} MiB, "
@@ -449,8 +454,7 @@ def main() -> None:
         # below it come from the heap, which keeps freed pages: the default allocator's peak
         # swings from run to run. With the threshold fixed, what remains is the capture's own.
         fixed = {"MALLOC_MMAP_THRESHOLD_": str(2**20), "MALLOC_TRIM_THRESHOLD_": str(2**20)}
-        rss = measure_rss(folder, scratch, n_shards, seq, env=fixed)
-        big = rss[f"{n_shards} shards"]
+        big = measure_rss(folder, scratch, (n_shards,), seq, env=fixed)[n_shards]
         in_shards = (big["peak_kb"] - big["before_kb"]) / 1024 / shard_mib
         verdict = "PASS" if in_shards <= TARGET_SHARDS else "MISS"
         print(

@@ -1,9 +1,13 @@
-"""Helpers shared by test modules: the system Chromium, or a skip that CI turns into a failure."""
+"""Helpers shared by test modules: the system Chromium (or a skip CI turns into a failure) and
+papermill runs of a notebook."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,3 +24,24 @@ def chromium_or_skip() -> str:
     if os.environ.get(REQUIRE_BROWSER):
         pytest.fail(f"{REQUIRE_BROWSER} is set but no Chromium was found: {message}")
     pytest.skip(message)
+
+
+def run_notebook(
+    notebook: Path, parameters: dict[str, Any], tmp_path: Path, cwd: Path | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """Executes ``notebook`` under papermill with ``parameters`` and ``out_dir=tmp_path/run``.
+
+    Returns:
+        ``(out_dir, record)``: the run folder and its parsed ``results.json``.
+    """
+    papermill = pytest.importorskip("papermill")
+    out = tmp_path / "run"
+    papermill.execute_notebook(
+        str(notebook),
+        str(tmp_path / "executed.ipynb"),
+        parameters={**parameters, "out_dir": str(out)},
+        cwd=None if cwd is None else str(cwd),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    return out, json.loads((out / "results.json").read_text())

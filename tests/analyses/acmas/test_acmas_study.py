@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import run_notebook
 
 from workbench import ActivationStore
 from workbench.analyses import acmas
@@ -125,23 +126,17 @@ def test_play_isolation_drops_the_flagged_agents(study, config):
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tmp_path, html_figures):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={
+    _, record = run_notebook(
+        NOTEBOOK,
+        {
             "schedule": "sync",
             "n_tasks": 4,
             "n_calib": 4,
             "toy_steps": 60,
-            "out_dir": str(out),
         },
-        cwd=str(REPO),
-        progress_bar=False,
-        kernel_name="python3",
+        tmp_path,
+        cwd=REPO,
     )
-    record = json.loads((out / "results.json").read_text())
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "acmas" and record["params"]["n_tasks"] == 4
     assert tuple(record["metrics"]) == acmas.METRIC_KEYS

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from support import run_notebook
 
 from workbench import capture, geometry, load_model
 from workbench.analyses import anisotropy as an
@@ -212,12 +213,9 @@ def test_minilm_encoder_as_loaded():
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={
+    out, record = run_notebook(
+        NOTEBOOK,
+        {
             "model": str(tiny_lm_dir),
             "checkpoints": "all",
             "n_texts": 16,
@@ -226,13 +224,10 @@ def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path):
             "tangent_rank": 4,
             "tangent_fit": 1,
             "device": "cpu",
-            "out_dir": str(out),
         },
-        cwd=str(REPO),
-        progress_bar=False,
-        kernel_name="python3",
+        tmp_path,
+        cwd=REPO,
     )
-    record = json.loads((out / "results.json").read_text())
     assert record["analysis"] == "anisotropy" and record["params"]["n_texts"] == 16
     assert tuple(record["metrics"]) == an.METRIC_KEYS
     assert len(record["metrics"]["per_checkpoint"]) == 4 * 2

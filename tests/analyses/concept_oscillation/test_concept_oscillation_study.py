@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import run_notebook
 
 from workbench import load_model
 from workbench.analyses import concept_oscillation as co
@@ -195,23 +196,17 @@ def test_the_processor_path_equals_capture_and_removes_its_hooks(tiny_dir, tmp_p
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tmp_path, html_figures):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={
+    _, record = run_notebook(
+        NOTEBOOK,
+        {
             "n_cases": 40,
             "toy_steps": 60,
             "n_bootstrap": 100,
             "device": "cpu",
-            "out_dir": str(out),
         },
-        cwd=str(REPO),
-        progress_bar=False,
-        kernel_name="python3",
+        tmp_path,
+        cwd=REPO,
     )
-    record = json.loads((out / "results.json").read_text())
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "concept_oscillation" and record["params"]["n_cases"] == 40
     assert tuple(record["metrics"]) == co.METRIC_KEYS

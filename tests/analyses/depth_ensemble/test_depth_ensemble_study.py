@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers as T
+from support import run_notebook
 from tinymodels import VOCAB, bpe_tokenizer
 
 from workbench import load_model
@@ -324,12 +325,9 @@ def test_bad_inputs_fail_before_anything_loads_or_trains(config, tmp_path, monke
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path, html_figures):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={
+    out, record = run_notebook(
+        NOTEBOOK,
+        {
             "model": str(tiny_lm_dir),
             "n_texts": 8,
             "max_length": 16,
@@ -339,13 +337,10 @@ def test_notebook_runs_under_papermill(tiny_lm_dir, tmp_path, html_figures):
             "lens_steps": 5,
             "bootstrap": 10,
             "device": "cpu",
-            "out_dir": str(out),
         },
-        cwd=str(tmp_path),
-        progress_bar=False,
-        kernel_name="python3",
+        tmp_path,
+        cwd=tmp_path,
     )
-    record = json.loads((out / "results.json").read_text())
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "depth_ensemble" and record["params"]["toy_steps"] == 20
     assert tuple(record["metrics"]) == de.METRIC_KEYS

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import run_notebook
 
 from workbench.analyses import geometric_memory as gm
 from workbench.analyses.geometric_memory import collect, study
@@ -272,12 +273,9 @@ def test_any_model_embeddings_against_a_token_graph(tiny_dir):
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tmp_path, html_figures):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={
+    _, record = run_notebook(
+        NOTEBOOK,
+        {
             "degree": 3,
             "path_length": 2,
             "epochs": 150,
@@ -285,12 +283,9 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
             "incontext_epochs": 20,
             "umap": False,  # umap-learn JIT-compiles for a minute; the panel has its own test
             "device": "cpu",
-            "out_dir": str(out),
         },
-        kernel_name="python3",
-        progress_bar=False,
+        tmp_path,
     )
-    record = json.loads((out / "results.json").read_text())
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "geometric_memory"
     assert tuple(record["metrics"]) == study.METRIC_KEYS

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from support import run_notebook
 
 from workbench import load_model
 from workbench.analyses import readouts as ro
@@ -132,18 +133,8 @@ def test_bad_input_fails_in_one_line_before_work(tiny_lm_dir):
 
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(config, tmp_path, html_figures):
-    papermill = pytest.importorskip("papermill")
-    out = tmp_path / "run"
     params = {k: v for k, v in replace(config, probe_seeds=1).to_params().items()}
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(tmp_path / "executed.ipynb"),
-        parameters={**params, "out_dir": str(out)},
-        cwd=str(REPO),
-        progress_bar=False,
-        kernel_name="python3",
-    )
-    record = json.loads((out / "results.json").read_text())
+    _, record = run_notebook(NOTEBOOK, params, tmp_path, cwd=REPO)
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "readouts" and tuple(record["metrics"]) == ro.METRIC_KEYS
     assert record["params"]["n_texts"] == 24
