@@ -38,6 +38,7 @@ from workbench.hooking import pad, position_ids, read_hooks
 from workbench.inputs import TokenizedInputs, tokenize
 from workbench.models.loading import resolve_dtype
 from workbench.models.subject import Subject
+from workbench.provenance import numerics
 from workbench.sites import Site
 from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
 
@@ -346,7 +347,11 @@ def _capture_to_store(
             }
             for p in plans
         ],
-        "provenance": {**subject.provenance(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+        "provenance": {
+            **subject.provenance(),
+            **numerics(),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
     }
     writer = StoreWriter(path, manifest, token_ids, offsets)
     todo = writer.pending()

@@ -79,3 +79,66 @@ def run_record() -> dict[str, object]:
     except ValueError:
         return {"run": text}
     return record if isinstance(record, dict) else {"run": text}
+
+
+NUMERICS = (
+    "cpu_capability",
+    "cpu_model",
+    "threads",
+    "interop_threads",
+    "mkl",
+    "onednn",
+    "numerics_env",
+)
+"""Provenance keys that say which arithmetic produced a run's floats (see :func:`numerics`)."""
+NUMERICS_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "OMP_NUM_THREADS")
+"""Environment variables that change which CPU kernels (and how many threads) torch uses."""
+
+
+def numerics() -> dict[str, object]:
+    """What decides a run's floating-point results on this machine, beside the package versions.
+
+    The same seed gives the same numbers only with the same CPU kernels (PyTorch's scalar, AVX2 and
+    AVX-512 code round differently), thread counts and BLAS/oneDNN builds, so every run records
+    them: ``cpu_capability`` (``torch.backends.cpu.get_cpu_capability()``), ``cpu_model``,
+    ``threads`` and ``interop_threads`` (torch's pools), the ``mkl`` and ``onednn`` versions torch
+    was built with, and the environment variables of :data:`NUMERICS_ENV` that are set. Values
+    are ``None`` where torch is not installed.
+    """
+    out: dict[str, object] = dict.fromkeys(NUMERICS)
+    out["cpu_model"] = cpu_model()
+    out["numerics_env"] = {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ}
+    try:
+        import torch
+    except ImportError:
+        return out
+    out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    out["threads"] = torch.get_num_threads()
+    out["interop_threads"] = torch.get_num_interop_threads()
+    out["mkl"], out["onednn"] = _blas_versions()
+    return out
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s, else ``platform.processor()``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def _blas_versions() -> tuple[str | None, str | None]:
+    """The MKL and oneDNN versions torch was built with (from ``torch.__config__.show()``)."""
+    import re
+
+    import torch
+
+    text = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([^\s-]+)", text)
+    dnn = re.search(r"(?:MKL-DNN|oneDNN) v([\d.]+)", text)
+    return (mkl.group(1) if mkl else None, dnn.group(1) if dnn else None)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
+from workbench.claims import Claim, evaluate
 from workbench.errors import ConfigError, InputError
 
 
@@ -108,13 +109,17 @@ def save_study(
     out_dir: str | os.PathLike[str],
     figures: Sequence[str | os.PathLike[str]] = (),
     *,
+    model: str | None = None,
     revision: str | None = None,
     notes: Sequence[str] = (),
+    claims: Sequence[Claim] = (),
 ) -> Path:
     """Writes a study's ``out_dir/results.json``: its config as the parameters, its metrics.
 
-    The model and seed are read from the config's ``model`` and ``seed`` fields when it has them.
-    Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics.
+    The model (unless given) and seed are read from the config's ``model`` and ``seed`` fields
+    when it has them.
+    Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics and
+    its ``CLAIMS``, which are checked on the metrics and written as the ``claims`` list.
     """
     from workbench.runner.results import save_results
 
@@ -124,10 +129,11 @@ def save_study(
         params=config.to_params(),
         metrics=metrics,
         figures=list(figures),
-        model=getattr(config, "model", None),
+        model=model or getattr(config, "model", None),
         revision=revision,
         seed=getattr(config, "seed", None),
         notes=list(notes),
+        claims=evaluate(claims, metrics).to_list(),
     )
 
 

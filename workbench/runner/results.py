@@ -1,10 +1,12 @@
 """``results.json``: what a run measured and exactly what produced it.
 
-The file has five keys: ``analysis`` (its name), ``params`` (every parameter after injection),
+The file has six keys: ``analysis`` (its name), ``params`` (every parameter after injection),
 ``metrics`` (numbers, lists of numbers or small dicts of them, named by each study's
-``METRIC_KEYS``), ``figures`` (paths relative to the run folder) and ``provenance`` (model,
-revision, seed, git commit, package versions, start time, seconds); ``notes`` is added when a study
-skipped something.
+``METRIC_KEYS``), ``figures`` (paths relative to the run folder), ``claims`` (the study's paper
+effects checked on these metrics: name, value, threshold, holds; see :mod:`workbench.claims`) and
+``provenance`` (model, revision, seed, the numerics that produced the floats: CPU kernel level,
+CPU model, thread counts, MKL and oneDNN versions; then git commit, package versions, start time,
+seconds); ``notes`` is added when a study skipped something.
 
 A notebook calls :func:`save_results` at its end with its parameters, metrics and figure paths;
 the runner (``workbench run``) then completes the ``provenance`` block with the git commit, package
@@ -20,6 +22,7 @@ from typing import Any
 
 from workbench.arrays import plain
 from workbench.files import atomic_write_bytes
+from workbench.provenance import NUMERICS, numerics
 
 RESULTS = "results.json"
 
@@ -35,6 +38,7 @@ def save_results(
     revision: str | None = None,
     seed: int | None = None,
     notes: Sequence[str] = (),
+    claims: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json``.
 
@@ -48,6 +52,7 @@ def save_results(
         revision: Its revision or checkpoint.
         seed: The seed.
         notes: What the analysis skipped or could not show, in plain words.
+        claims: The study's claims checked on ``metrics`` (``ClaimTable.to_list()``).
 
     Returns:
         The path of ``results.json``.
@@ -66,7 +71,8 @@ def save_results(
         "params": plain(dict(params)),
         "metrics": plain(dict(metrics)),
         "figures": rel,
-        "provenance": {"model": model, "revision": revision, "seed": seed},
+        "claims": plain(list(claims)),
+        "provenance": {"model": model, "revision": revision, "seed": seed, **numerics()},
     }
     if notes:
         record["notes"] = [str(n) for n in notes]
@@ -116,9 +122,8 @@ def complete_provenance(
     target = Path(path)
     record = json.loads(target.read_text())
     record["params"] = plain({**params, **record.get("params", {})})
-    own = {
-        k: v for k, v in record.get("provenance", {}).items() if k in ("model", "revision", "seed")
-    }
+    kept = ("model", "revision", "seed", *NUMERICS)  # the kernel's own numerics, not the runner's
+    own = {k: v for k, v in record.get("provenance", {}).items() if k in kept}
     record["provenance"] = plain(
         {"model": None, "revision": None, "seed": None, **provenance, **own}
     )

@@ -24,6 +24,7 @@ from workbench.analyses.acmas.results import AcmasResult, RestorationResult, Sch
 from workbench.analyses.acmas.transcripts import Transcript
 from workbench.analyses.base import save_study
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,32 @@ METRIC_KEYS = (
     "attack_success_isolate",
     "detectors",
 )
+
+CLAIMS = (
+    Claim("prototype detector F1 >= 0.9 (sync)", "f1_sync", ">=", 0.9, paper="F1 0.94"),
+    Claim("prototype detector F1 >= 0.9 (async)", "f1_async", ">=", 0.9, paper="F1 0.93"),
+    Claim(
+        "activations beat the text monitor (sync)",
+        "f1_sync",
+        ">",
+        "baseline_f1_text_sync",
+        paper="best graph baseline 0.71",
+    ),
+    Claim(
+        "activations beat the text monitor (async)",
+        "f1_async",
+        ">",
+        "baseline_f1_text_async",
+        paper="best graph baseline 0.43",
+    ),
+    Claim(
+        "steering completes more tasks than isolation",
+        "task_completion_steer",
+        ">",
+        "task_completion_isolate",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 """The keys of :func:`metrics`: the issue's twelve, then extras (no defense, isolation's attack
 success, every detector by schedule and layer)."""
 
@@ -363,4 +390,11 @@ def save(
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json`` (metrics, parameters, figures, model)."""
-    return save_study(ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes)
+    return save_study(
+        ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes, claims=CLAIMS
+    )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))

@@ -26,6 +26,7 @@ from workbench.analyses.anisotropy.results import (
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint, TangentResult
 from workbench.analyses.base import save_study
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,24 @@ METRIC_KEYS = (
     "n_tokens",
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
+
+CLAIMS = (
+    Claim(
+        "frequent tokens sit nearer the centroid (last layer)",
+        "freq_distance_corr",
+        "<",
+        0.0,
+        paper="about -0.5 in decoders",
+    ),
+    Claim(
+        "the early tangent subspace keeps excess gradient energy",
+        "tangent_energy_share",
+        ">",
+        "tangent_random_share",
+        paper="tangent-subspace test of early training",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 
 def sweep(
@@ -213,4 +232,10 @@ def save(
         figures,
         revision=result.final.revision,
         notes=result.notes,
+        claims=CLAIMS,
     )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))

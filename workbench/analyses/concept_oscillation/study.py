@@ -32,6 +32,7 @@ from workbench.analyses.concept_oscillation.results import (
 )
 from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,33 @@ METRIC_KEYS = (
     "n_other",
     "probe_by_layer",
 )
+
+CLAIMS = (
+    Claim(
+        "P(follow A) falls with relative uncertainty",
+        "follow_slope",
+        "<",
+        0.0,
+        paper="Fig. 2: decreasing for six models",
+    ),
+    Claim("the follow curve is monotone", "follow_monotone", ">=", 1.0),
+    Claim(
+        "ambiguous conflicts oscillate at least 1.5x as often as clear ones",
+        "oscillations_ambiguous",
+        ">=",
+        "oscillations_clear",
+        factor=1.5,
+        paper="1.43 vs 0.71 (LLaVA-1.6-7B)",
+    ),
+    Claim(
+        "controls oscillate least",
+        "oscillations_control",
+        "<",
+        "oscillations_clear",
+        paper="0.35 for controls",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's ten, then
 the binned follow curve and whether it is monotone, ambiguous/clear ratio, case counts, and the
 probe accuracy at every layer."""
@@ -254,4 +282,11 @@ def save(
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json`` (metrics, parameters, figures, model, notes)."""
-    return save_study(ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes)
+    return save_study(
+        ANALYSIS, config, metrics(result), out_dir, figures, notes=result.notes, claims=CLAIMS
+    )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))

@@ -38,8 +38,33 @@ from workbench.analyses.depth_ensemble.summary import METRIC_KEYS as METRIC_KEYS
 from workbench.analyses.depth_ensemble.summary import metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyResult, ToyStudent, ToyTeacher
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
+
+CLAIMS = (
+    Claim(
+        "loss falls with depth as a power near 1/depth (Chinchilla refit)",
+        "chinchilla_alpha_depth",
+        ">=",
+        0.5,
+        paper="a_l = 1.2 ± 0.3",
+    ),
+    Claim(
+        "independent layers make near-orthogonal updates",
+        "increment_angle_independent_deg",
+        ">=",
+        80.0,
+        paper="~90 degrees",
+    ),
+    Claim(
+        "tied layers' updates are far from orthogonal",
+        "increment_angle_tied_deg",
+        "<",
+        "increment_angle_independent_deg",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 ANALYSIS = "depth_ensemble"
 VERSION = 1
@@ -316,4 +341,10 @@ def save(
         figures,
         revision=result.model.revision if result.model else None,
         notes=result.notes,
+        claims=CLAIMS,
     )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))

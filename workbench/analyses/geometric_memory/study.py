@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench.analyses.base import save_study
 from workbench.analyses.geometric_memory import collect, compute
 from workbench.analyses.geometric_memory.config import GeometricMemoryConfig
 from workbench.analyses.geometric_memory.graphs import GraphTask
@@ -30,6 +31,7 @@ from workbench.analyses.geometric_memory.results import (
 )
 from workbench.analyses.geometric_memory.sequences import vocab_size
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,37 @@ METRIC_KEYS = (
     "n_nodes",
     "n_edges",
 )
+
+CLAIMS = (
+    Claim(
+        "the memorizing transformer's embeddings are geometric, the control's are not",
+        "geometric_level",
+        ">",
+        "geometric_level_control",
+        paper="Fig. 3: transformer embeddings reflect the graph",
+    ),
+    Claim(
+        "embedding energy sits on the graph's top Laplacian eigenvectors, above the control",
+        "spectral_top_energy",
+        ">",
+        "spectral_top_energy_control",
+        paper="spectral bias, as Node2Vec",
+    ),
+    Claim(
+        "held-out path queries above chance",
+        "heldout_path_accuracy",
+        ">",
+        "chance_accuracy",
+        paper="path-star: held-out paths solved in one step",
+    ),
+    Claim(
+        "held-out path queries above the associative control",
+        "heldout_path_accuracy",
+        ">",
+        "heldout_path_accuracy_control",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
 their ``_control``/``_node2vec`` twins, then context."""
 INGREDIENT_METRICS = (
@@ -398,17 +431,19 @@ def save(
     out_dir: str | os.PathLike[str],
     figures: Sequence[str | os.PathLike[str]] = (),
 ) -> Path:
-    """Writes ``out_dir/results.json`` (metrics, parameters, figures, seed)."""
-    from workbench.runner.results import save_results
-
-    return save_results(
+    """Writes ``out_dir/results.json`` (metrics, claims, parameters, figures, seed)."""
+    return save_study(
+        ANALYSIS,
+        config,
+        metrics(result),
         out_dir,
-        analysis=ANALYSIS,
-        params=config.to_params(),
-        metrics=metrics(result),
-        figures=list(figures),
+        figures,
         model=f"gpt2 {config.n_layers}x{config.d_model} (trained here)",
-        revision=None,
-        seed=config.seed,
-        notes=list(result.notes),
+        notes=result.notes,
+        claims=CLAIMS,
     )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))

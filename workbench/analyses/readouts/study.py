@@ -17,6 +17,7 @@ from workbench.analyses.readouts import collect
 from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, ReadoutsResult, SteeringResult
 from workbench.cache import UnitCache
+from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.lens import LensResult
 from workbench.models import Subject
 from workbench.probes import ProbeSweepResult
@@ -38,6 +39,30 @@ METRIC_KEYS = (
     "steering_effect_random",
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
+
+CLAIMS = (
+    Claim(
+        "the tuned lens is closer to the model than the logit lens (first layer)",
+        "kl_tuned_by_layer.0",
+        "<",
+        "kl_logit_by_layer.0",
+        paper="tuned lens, Fig. 2: lower KL at every layer",
+    ),
+    Claim(
+        "the probe beats its control task (last layer)",
+        "probe_selectivity_by_layer.-1",
+        ">",
+        0.0,
+        paper="Hewitt & Liang: selectivity > 0",
+    ),
+    Claim(
+        "steering beats random vectors of the same norm",
+        "steering_effect",
+        ">",
+        "steering_effect_random",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 
 def run(
@@ -131,4 +156,10 @@ def save(
         figures,
         revision=result.revision,
         notes=result.notes,
+        claims=CLAIMS,
     )
+
+
+def claims(result) -> ClaimTable:
+    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
+    return evaluate(CLAIMS, metrics(result))
