@@ -97,6 +97,37 @@ class Claim:
         if not isinstance(self.threshold, str) and self.factor != 1.0:
             raise ValueError(f"claim {self.name!r}: factor applies only to a metric threshold")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The claim's definition as data (kept in ``results.json`` so any run can be re-judged)."""
+        return {
+            "metric": self.metric,
+            "op": self.op,
+            "threshold": self.threshold,
+            "factor": self.factor,
+            "minus": self.minus,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Claim:
+        """The claim of a ``results.json`` ``claims`` entry (see :meth:`ClaimResult.to_dict`).
+
+        Raises:
+            ValueError: The entry has no usable ``definition``.
+        """
+        try:
+            d = record["definition"]
+            return cls(
+                str(record["name"]),
+                str(d["metric"]),
+                d["op"],
+                d["threshold"],
+                float(d.get("factor", 1.0)),
+                d.get("minus"),
+                str(record.get("paper", "")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a claim record: {record!r}") from exc
+
     def metrics_used(self) -> tuple[str, ...]:
         """The metric paths this claim reads."""
         used = [self.metric]
@@ -152,7 +183,7 @@ class ClaimResult:
     holds: bool | None
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``results.json`` entry: name, formula, value, threshold, margin, holds, paper."""
+        """The ``results.json`` entry: the claim's outcome and its definition (to re-judge it)."""
         return {
             "name": self.claim.name,
             "claim": self.claim.describe(),
@@ -161,6 +192,7 @@ class ClaimResult:
             "margin": _round(self.margin),
             "holds": self.holds,
             "paper": self.claim.paper,
+            "definition": self.claim.to_dict(),
         }
 
 

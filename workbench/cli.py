@@ -88,6 +88,35 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     _add_formats(p)
 
 
+def _add_replicate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replicate", help="one run per seed (and CPU kernel level); is each claim robust?"
+    )
+    p.add_argument("analysis")
+    p.add_argument("--seeds", required=True, help="e.g. 0-9, 0,3,5 or 0-2,7")
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter fixed in every run (as for workbench run)",
+    )
+    p.add_argument(
+        "--cpu-kernels",
+        default=None,
+        help="comma list of default, avx2, avx512: run every seed at each level the CPU has "
+        "(ATEN_CPU_CAPABILITY); default: the CPU's own level",
+    )
+    p.add_argument("--out", required=True, help="replication folder (rerun the command to resume)")
+    p.add_argument("--backend", default="local", choices=["local", "ray"])
+    p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
+    p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
+    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    _add_formats(p)
+
+
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run every analysis notebook on its defaults; figure gallery")
     p.add_argument("--runs", default="runs/demo", help="run folders (default runs/demo)")
@@ -113,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_train,
         _add_run,
         _add_sweep,
+        _add_replicate,
         _add_demo,
         _add_doctor,
     ):
@@ -168,16 +198,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """`workbench run`: execute one analysis notebook."""
+def _raw_params(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
     from workbench.runner.errors import ParameterError
-    from workbench.runner.run import run_analysis
 
     raw: dict[str, str] = {}
-    for name, value in args.param:
+    for name, value in pairs:
         if name in raw:
             raise ParameterError(f"parameter {name!r} given twice")
         raw[name] = value
+    return raw
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`workbench run`: execute one analysis notebook."""
+    from workbench.runner.run import run_analysis
+
+    raw = _raw_params(args.param)
     result = run_analysis(
         args.analysis, {}, args.out, raw=raw, timeout=args.timeout, formats=args.formats
     )
@@ -213,6 +249,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         *(f"  {path}" for path in result.tables),
     ]
     sys.stdout.write("\n".join(lines) + "\n")
+    return 1 if result.failed else 0
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    """`workbench replicate`: one run per seed (and kernel level), then each claim's verdict."""
+    from workbench.runner.replicate import parse_seeds, replicate
+
+    result = replicate(
+        args.analysis,
+        parse_seeds(args.seeds),
+        args.out,
+        raw=_raw_params(args.param),
+        cpu_kernels=args.cpu_kernels,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        timeout=args.timeout,
+        formats=args.formats,
+    )
+    sys.stdout.write("\n".join(result.lines()) + "\n")
     return 1 if result.failed else 0
 
 
@@ -256,6 +312,7 @@ COMMANDS = {
     "train": cmd_train,
     "run": cmd_run,
     "sweep": cmd_sweep,
+    "replicate": cmd_replicate,
     "demo": cmd_demo,
     "doctor": cmd_doctor,
 }

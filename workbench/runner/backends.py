@@ -38,6 +38,8 @@ class PointTask:
         notebooks_dir: Where the notebooks are.
         timeout: Per-cell timeout in seconds.
         formats: Figure formats (see :func:`~workbench.runner.run.run_analysis`).
+        env: Environment variables of the point's kernel (e.g. ``ATEN_CPU_CAPABILITY`` for a
+            replication at another CPU kernel level).
     """
 
     run_id: str
@@ -47,6 +49,7 @@ class PointTask:
     notebooks_dir: str
     timeout: float | None = None
     formats: str | None = None
+    env: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ def run_point(task: PointTask) -> PointOutcome:
             notebooks_dir=task.notebooks_dir,
             timeout=task.timeout,
             formats=task.formats,
+            env=task.env,
         )
     if result.ok:
         return PointOutcome(task.run_id, "ok")

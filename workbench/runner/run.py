@@ -225,6 +225,7 @@ def run_analysis(
     timeout: float | None = None,
     kernel: str | None = None,
     formats: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Executes ``analysis``'s notebook into ``out_dir`` and completes its ``results.json``.
 
@@ -239,6 +240,8 @@ def run_analysis(
         formats: Figure formats the notebook's :class:`~workbench.figures.FigureRecorder`
             writes: ``"auto"``/``None`` (HTML, plus PDF/SVG/PNG when a Chromium is found) or a
             comma list such as ``"pdf,png"``, all of which must then be possible here.
+        env: Extra environment variables of the kernel (``ATEN_CPU_CAPABILITY`` and friends: the
+            kernel is a new process, so torch reads them when the notebook imports it).
 
     Returns:
         The outcome; a failed run has ``failure`` set and is not an exception.
@@ -266,7 +269,11 @@ def run_analysis(
     commit, dirty = prov.git_state()
     started = prov.now_iso()
     record = {"analysis": analysis, "params": effective, "git_commit": commit, "started": started}
-    kernel_env = {PROVENANCE_ENV: json.dumps(record, default=str), FORMATS_ENV: formats}
+    kernel_env = {
+        **(env or {}),
+        PROVENANCE_ENV: json.dumps(record, default=str),
+        FORMATS_ENV: formats,
+    }
     t0 = time.perf_counter()
     failure = None
     try:

@@ -123,8 +123,6 @@ def run_sweep(
     Returns:
         What ran, what was skipped, what failed, and the table files.
     """
-    from tqdm.auto import tqdm
-
     from workbench.figures import resolve_formats
     from workbench.runner.table import write_summary, write_table
 
@@ -135,16 +133,53 @@ def run_sweep(
     (out / "runs").mkdir(parents=True, exist_ok=True)
     _mark(out, analysis, grid)
     nb_dir = as_path(notebooks_dir(notebooks))
+    tasks = {
+        pid: PointTask(pid, analysis, params, str(out / "runs" / pid), nb_dir, timeout, formats)
+        for pid, params in points.items()
+    }
+    ran, skipped, failed = execute(
+        tasks,
+        backend=backend,
+        workers=workers,
+        address=address,
+        retries=retries,
+        poll=poll,
+        desc=f"sweep {analysis}",
+    )
+    tables = write_table(out, points)
+    tables += write_summary(out, points, formats)
+    return SweepResult(out, tuple(ran), tuple(skipped), failed, tuple(tables))
 
-    def task(pid: str) -> PointTask:
-        run_dir = str(out / "runs" / pid)
-        return PointTask(pid, analysis, points[pid], run_dir, nb_dir, timeout, formats)
 
-    todo = collections.deque(p for p in points if read_results(out / "runs" / p) is None)
-    skipped = [p for p in points if p not in todo]
-    ran, failed, attempts = [], {}, collections.Counter()
+def execute(
+    tasks: Mapping[str, PointTask],
+    *,
+    backend: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+    retries: int = 1,
+    poll: float = 1.0,
+    desc: str = "runs",
+) -> tuple[list[str], list[str], dict[str, str]]:
+    """Runs every task not finished yet: the engine of sweeps and replications.
+
+    A task is finished when its folder holds a complete ``results.json``. Finished points are
+    skipped (so a rerun resumes), a failed point is retried ``retries`` times and then reported,
+    and a point claimed by another process is waited for.
+
+    Returns:
+        ``(ran, skipped, failed)``: point ids run here, point ids already finished, and point id ->
+        the last failure for points that failed every attempt.
+    """
+    from tqdm.auto import tqdm
+
+    todo = collections.deque(p for p, t in tasks.items() if read_results(t.run_dir) is None)
+    skipped = [p for p in tasks if p not in todo]
+    ran: list[str] = []
+    failed: dict[str, str] = {}
+    attempts: collections.Counter[str] = collections.Counter()
     waiting: list[tuple[float, str]] = []
-    bar = tqdm(total=len(points), initial=len(skipped), desc=f"sweep {analysis}", unit="run")
+    bar = tqdm(total=len(tasks), initial=len(skipped), desc=desc, unit="run")
     runner = make_backend(backend, workers, address) if todo else None
     pending: dict[Any, str] = {}
     try:
@@ -154,7 +189,7 @@ def run_sweep(
             waiting = [(t, p) for t, p in waiting if t > now]
             while todo and len(pending) < 2 * runner.workers:
                 pid = todo.popleft()
-                pending[runner.submit(task(pid))] = pid
+                pending[runner.submit(tasks[pid])] = pid
             if not pending:
                 time.sleep(poll / 4)
                 continue
@@ -179,9 +214,7 @@ def run_sweep(
         bar.close()
         if runner is not None:
             runner.close()
-    tables = write_table(out, points)
-    tables += write_summary(out, points, formats)
-    return SweepResult(out, tuple(ran), tuple(skipped), failed, tuple(tables))
+    return ran, skipped, failed
 
 
 def runs_of(out_dir: str | Path, points: Mapping[str, Any]) -> list[tuple[str, dict | None]]:
