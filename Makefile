@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # on machines that keep a CPU build of torch there, uv must see it too or it downloads CUDA's.
 FIND_LINKS := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 
-.PHONY: venv test test-fast lint demo bench doctor clean
+.PHONY: venv test test-fast test-claims lint demo bench doctor clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,11 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check workbench tests bench
 	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
+# the studies' paper claims over seeds at test size (also part of `make test`); CI runs them a
+# second time under PyTorch's scalar kernels: ATEN_CPU_CAPABILITY=default make test-claims
+test-claims: $(STAMP)
+	$(PY) -m pytest -q -m claims $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 # the inner loop: everything but papermill, browser and Ray tests
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" --durations=10
@@ -56,6 +61,7 @@ bench: $(STAMP)
 	$(PY) bench/interventions.py
 	$(PY) bench/probes.py --quick
 	$(PY) bench/node2vec.py
+	$(PY) bench/replicate.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
