@@ -1,4 +1,4 @@
-"""Replication benchmark: `workbench replicate STUDY --seeds 0-9 --workers 2` against ten single runs.
+"""Replication benchmark: a ten-seed `workbench replicate` (2 workers) against ten single runs.
 
 For each study, times a ten-seed replication with two workers and the same ten runs one after
 another (``--workers 1``: ten sequential ``workbench run``s through the same engine), each into a
@@ -66,9 +66,7 @@ def main() -> None:
         flag = "" if par <= TARGET_S else "  (over the 15-minute target)"
         seq_text = "—" if seq is None else f"{seq:.0f}"
         ratio = "—" if seq is None else f"{seq / par:.2f}"
-        print(
-            f"{study:<22}{args.workers:>8}{par:>9.0f}{seq_text:>12}{ratio:>7}  {verdicts}{flag}"
-        )
+        print(f"{study:<22}{args.workers:>8}{par:>9.0f}{seq_text:>12}{ratio:>7}  {verdicts}{flag}")
 
 
 if __name__ == "__main__":
