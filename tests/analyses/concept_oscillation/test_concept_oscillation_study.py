@@ -77,6 +77,19 @@ def test_results_round_trip_and_every_figure_draws(toy_study):
         result.figure("nope")
 
 
+TOP1_GAP = 1e-4
+"""Logit gap (nats) below which two float32 paths (batch size 5 against the lens's batching,
+another matmul shape, AVX-512 against AVX2 kernels) may rank the top two tokens either way."""
+
+
+def assert_top1_where_clear(top1: np.ndarray, ref, layers: slice = slice(None)) -> None:
+    """``top1`` (layers, cases) equals ``ref``'s top-1 ids wherever its top-2 gap is clear."""
+    logp = np.log(ref.top_probs[layers])  # float64 log-probabilities: gaps are logit gaps
+    clear = logp[..., 0] - logp[..., 1] > TOP1_GAP
+    assert clear.mean() > 0.5, "too many near-ties for the comparison to mean anything"
+    np.testing.assert_array_equal(top1[clear], ref.top_ids[layers][..., 0][clear])
+
+
 def test_the_lens_readout_equals_workbench_lens(toy_study, tmp_path):
     result, cache = toy_study
     (folder,) = list(Path(cache).glob("toy-*/toy-decoder"))
@@ -84,16 +97,17 @@ def test_the_lens_readout_equals_workbench_lens(toy_study, tmp_path):
     cases = co.cases_for(co.ConceptOscillationConfig(n_cases=12, device="cpu"))
     texts = [co.prompt(c, "both") for c in cases.conflicts]
     fields, features = collect.readout(subject, cases.conflicts, None, batch_size=5)
-    ref = logit_lens(subject, texts, positions="last", top_k=1)
-    np.testing.assert_array_equal(fields["lens_top1"], ref.top_ids[:, :, 0])
+    ref = logit_lens(subject, texts, positions="last", top_k=2)
+    assert_top1_where_clear(fields["lens_top1"], ref)
     np.testing.assert_allclose(fields["h_a"], result.run.conflicts.h_a[:12], rtol=1e-5)
     lens = TunedLens.train(subject, texts, steps=5, progress=False)
     tuned, _ = collect.readout(subject, cases.conflicts, lens, batch_size=5)
-    np.testing.assert_array_equal(
-        tuned["lens_top1"], lens.apply(subject, texts, positions="last", top_k=1).top_ids[:, :, 0]
+    assert_top1_where_clear(
+        tuned["lens_top1"], lens.apply(subject, texts, positions="last", top_k=2)
     )
-    # the last layer's lens is the model's own output
-    np.testing.assert_array_equal(fields["lens_top1"][-1], fields["top1"])
+    # the last layer's lens is the model's own output (decoded from resid_post by another matmul)
+    assert_top1_where_clear(fields["top1"][None], ref, layers=slice(-1, None))
+    assert_top1_where_clear(fields["lens_top1"][-1:], ref, layers=slice(-1, None))
     with torch.inference_mode():
         hidden = subject.model(**subject.tokenizer(texts[:1], return_tensors="pt"),
                                output_hidden_states=True).hidden_states  # fmt: skip
