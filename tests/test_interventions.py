@@ -226,8 +226,20 @@ def test_cached_generation_equals_uncached(subject, edit):
     with intervene(subject, {"resid_post.1": chosen}):
         cached, cached_logits = generate(subject, ids, mask)
         uncached, uncached_logits = generate(subject, ids, mask, use_cache=False)
-    assert torch.equal(cached, uncached)
-    torch.testing.assert_close(cached_logits, uncached_logits, atol=1e-4, rtol=1e-4)
+    # Two float32 paths: a greedy step whose top two logits are within twice the logits'
+    # tolerance may pick either token, and the texts differ from there on. Compare up to the
+    # first such near-tie (on these models there is none: the smallest gap is about 1e-3).
+    top = cached_logits.topk(2, dim=-1).values
+    near_tie = (top[..., 0] - top[..., 1] <= 2e-4).any(dim=0)
+    steps = int(near_tie.int().argmax()) + 1 if near_tie.any() else near_tie.numel()
+    assert steps >= 3, "near-ties from the first steps on: the comparison means nothing"
+    torch.testing.assert_close(
+        cached_logits[:, :steps], uncached_logits[:, :steps], atol=1e-4, rtol=1e-4
+    )
+    prompt = ids.shape[1]
+    assert torch.equal(cached[:, : prompt + steps - 1], uncached[:, : prompt + steps - 1])
+    if not near_tie.any():
+        assert torch.equal(cached, uncached)
 
 
 def test_gradients_flow_through_edits(subject):
