@@ -319,9 +319,16 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``workbench`` console script."""
-    from workbench.errors import WorkbenchError
+    """Entry point of the ``workbench`` console script.
 
+    SIGINT and SIGTERM stop the command and everything it started (workers, kernels, a local Ray
+    cluster; see :mod:`workbench.runner.lifecycle`), print one line naming the command to rerun,
+    and exit with 130 (SIGINT) or 143 (SIGTERM).
+    """
+    from workbench.errors import WorkbenchError
+    from workbench.runner.lifecycle import Interrupted, interrupts, stop_children
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
@@ -330,16 +337,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     from workbench.models.loading import quiet_transformers
 
     quiet_transformers()
-    try:
-        return COMMANDS[args.command](args)
-    except WorkbenchError as exc:
-        if args.debug:
-            raise
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    with interrupts():  # a second signal while stopping is ignored: the stopping is bounded
+        try:
+            return COMMANDS[args.command](args)
+        except WorkbenchError as exc:
+            if args.debug:
+                raise
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
+        except KeyboardInterrupt as exc:
+            stop_children()  # whatever is left (a Chromium exporting a figure, a kernel)
+            sys.stderr.write(f"{interrupted_line(args.command, argv)}\n")
+            return exc.exit_code if isinstance(exc, Interrupted) else 130
+
+
+RESUMABLE = frozenset({"sweep", "replicate", "capture"})
+"""Commands whose rerun skips what is finished (the others start over)."""
+
+
+def interrupted_line(command: str, argv: Sequence[str]) -> str:
+    """The line an interrupted command prints: how to resume (or redo) it."""
+    import shlex
+
+    again = shlex.join(["workbench", *argv])
+    if command in RESUMABLE:
+        return f"interrupted: rerun the same command to resume: {again}"
+    return f"interrupted: rerun the same command to start again: {again}"
 
 
 if __name__ == "__main__":

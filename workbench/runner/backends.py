@@ -4,6 +4,10 @@ Both backends run the same task, :func:`run_point`: claim the point's folder, sk
 sweep finished it meanwhile, else execute the notebook. The local backend pins one GPU per worker
 process (``CUDA_VISIBLE_DEVICES``) when there are GPUs; Ray does the same for tasks that ask for
 ``num_gpus``.
+
+Both also stop on demand (:meth:`LocalBackend.abort`, :meth:`RayBackend.abort`) when a sweep is
+interrupted, and a local worker ends by itself when its sweep process dies
+(:mod:`workbench.runner.lifecycle`): no worker, kernel or Ray process outlives the sweep.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import concurrent.futures as cf
 import logging
 import multiprocessing as mp
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +24,13 @@ from typing import Any, Literal
 
 from workbench.runner.claim import claim
 from workbench.runner.errors import BackendError
+from workbench.runner.lifecycle import (
+    descendants,
+    guard_worker,
+    helpers,
+    kernels_stopped_on_interrupt,
+    stop_processes,
+)
 from workbench.runner.results import read_results
 
 logger = logging.getLogger(__name__)
@@ -62,10 +74,13 @@ class PointOutcome:
 
 
 def run_point(task: PointTask) -> PointOutcome:
-    """Claims and runs one point (the body of a worker process or Ray task)."""
+    """Claims and runs one point (the body of a worker process or Ray task).
+
+    Interrupted (a Ray task cancelled), it stops the point's kernel before it gives up the claim.
+    """
     from workbench.runner.run import run_analysis
 
-    with claim(task.run_dir) as mine:
+    with kernels_stopped_on_interrupt(), claim(task.run_dir) as mine:
         if not mine:
             return PointOutcome(task.run_id, "busy")
         if read_results(task.run_dir) is not None:
@@ -110,7 +125,9 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 """Thread-pool sizes that kernels inherit from their worker (torch reads ``OMP_NUM_THREADS``)."""
 
 
-def _init_worker(counter: Any, gpus: list[str], threads: int) -> None:
+def _init_worker(counter: Any, gpus: list[str], threads: int, parent: int | None = None) -> None:
+    if parent is not None:
+        guard_worker(parent)  # ends this worker (and its kernel) when the sweep process dies
     with counter.get_lock():
         slot = counter.value
         counter.value += 1
@@ -135,7 +152,12 @@ class LocalBackend:
             workers,
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(ctx.Value("i", 0), visible_gpus(), max(1, (os.cpu_count() or 1) // workers)),
+            initargs=(
+                ctx.Value("i", 0),
+                visible_gpus(),
+                max(1, (os.cpu_count() or 1) // workers),
+                os.getpid(),
+            ),
         )
 
     def submit(self, task: PointTask) -> cf.Future:
@@ -150,6 +172,25 @@ class LocalBackend:
     def close(self) -> None:
         """Stops the worker processes."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def abort(self, handles: Iterable[Any] = (), grace: float = 5.0) -> None:
+        """Stops now: each worker gets SIGTERM, stops its kernel and exits; no point finishes.
+
+        A worker still alive after ``grace`` seconds is killed with its kernel.
+        """
+        procs = [p for p in (getattr(self._pool, "_processes", None) or {}).values()]
+        for handle in handles:
+            handle.cancel()
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in procs:
+            if proc.is_alive():
+                stop_processes([*descendants(proc.pid), proc.pid], grace=0.0)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class RayBackend:
@@ -171,15 +212,20 @@ class RayBackend:
             raise BackendError("the ray backend needs Ray: pip install 'workbench[ray]'") from None
         self._ray = ray
         self._started = not ray.is_initialized()
+        self._address = address
         # On a loaded 2-core machine Ray's dashboard agent can take 20 s or more to import and
         # write its port file; the raylet gives up on it after about 15 s by default and exits
         # ("Timed out waiting for file .../metrics_agent_port"), failing the start. Let it wait.
         os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
         if self._started:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                self._start_local(ray, workers)
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    self._start_local(ray, workers)
+            except BaseException:  # interrupted while starting: stop what has started
+                ray.shutdown()
+                raise
         if gpus_per_run is None:
             gpus_per_run = 1.0 if ray.cluster_resources().get("GPU", 0) > 0 else 0.0
         self._task = ray.remote(num_cpus=1, num_gpus=gpus_per_run, max_retries=0)(run_point)
@@ -221,6 +267,32 @@ class RayBackend:
         """Shuts down the cluster if this backend started it."""
         if self._started:
             self._ray.shutdown()
+
+    def abort(self, handles: Iterable[Any] = (), grace: float = 3.0) -> None:
+        """Stops now: cancels the tasks, then stops the local cluster if this backend started it.
+
+        A cancelled task stops its kernel (:func:`run_point`) within ``grace`` seconds, else Ray
+        kills its worker. A cluster given with ``--address`` keeps running; a local one is shut
+        down, and any of its processes (Ray's, kernels) still alive afterwards is killed.
+        """
+        ray, refs = self._ray, list(handles)
+        local = self._started and not self._address
+        cluster = [p for p in descendants() if p not in helpers()] if local else []
+        for force in (False, True):
+            for ref in refs:
+                try:
+                    ray.cancel(ref, force=force)
+                except Exception as exc:  # finished already, or the cluster is gone
+                    logger.debug("cancelling %s: %s", ref, exc)
+            if not force and refs:
+                try:
+                    ray.wait(refs, num_returns=len(refs), timeout=grace)
+                except Exception as exc:
+                    logger.debug("waiting for cancelled tasks: %s", exc)
+        if self._started:
+            ray.shutdown()
+        if cluster:
+            stop_processes(cluster, grace=grace)
 
 
 def make_backend(

@@ -29,6 +29,7 @@ from workbench import provenance as prov
 from workbench.files import atomic_write_bytes
 from workbench.provenance import PROVENANCE_ENV
 from workbench.runner.kernel import KERNEL_MANAGER
+from workbench.runner.lifecycle import kernels_stopped_on_interrupt
 from workbench.runner.notebooks import find_notebook
 from workbench.runner.params import defaults, notebook_params, resolve
 from workbench.runner.results import RESULTS, complete_provenance, read_results
@@ -277,7 +278,7 @@ def run_analysis(
     t0 = time.perf_counter()
     failure = None
     try:
-        with environment(kernel_env):
+        with environment(kernel_env), kernels_stopped_on_interrupt():
             papermill.execute_notebook(
                 str(notebook),
                 str(executed),

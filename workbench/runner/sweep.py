@@ -210,6 +210,13 @@ def execute(
                     else:
                         log.warning("run %s failed twice: %s", pid, outcome.message)
                         bar.update()
+    except BaseException:
+        # Interrupted (SIGINT/SIGTERM) or broken: stop the running points now, finishing none;
+        # their folders stay unfinished and the rerun runs them again.
+        if runner is not None:
+            runner, stopping = None, runner
+            stopping.abort(pending)
+        raise
     finally:
         bar.close()
         if runner is not None:
