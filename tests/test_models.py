@@ -54,8 +54,8 @@ def test_default_tiny_lm_is_trained_enough_and_not_confused_with_v1():
     default = TinyLMConfig()
     assert default.steps * default.batch_size * default.seq_len >= 2_000_000  # tokens seen
     assert checkpoint_steps(default.steps)[:4] == [0, 10, 20, 50]  # early dynamics resolved
-    assert default.tag == "v2-default"  # the v1 cache (0.5M tokens) is never reused
-    assert TinyLMConfig(steps=500, batch_size=8).tag == "v2-batch_size8"
+    assert default.tag == "v3-default"  # never the v1 (0.5M tokens) or v2 (any threads) cache
+    assert TinyLMConfig(steps=500, batch_size=8).tag == "v3-batch_size8"
 
 
 SMALL = TinyLMConfig(**SMALL_TINY_LM)
@@ -159,9 +159,15 @@ def reference_train_tiny_lm(config: TinyLMConfig, out: Path) -> Path:
 def test_tiny_lm_on_the_trainer_reproduces_the_old_loop_bitwise(tiny_lm, tmp_path):
     from safetensors.torch import load_file
 
-    reference = reference_train_tiny_lm(SMALL, tmp_path / "reference")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny-lm trains on one thread whatever the process's count
+    try:
+        reference = reference_train_tiny_lm(SMALL, tmp_path / "reference")
+    finally:
+        torch.set_num_threads(threads)
     old = json.loads((reference / "training.json").read_text())
     new = json.loads((tiny_lm / "training.json").read_text())
+    assert new["train_config"]["threads"] == 1  # the same weights on any number of cores
     assert new["checkpoints"] == old["checkpoints"] and new["config"] == old["config"]
     assert new["n_train_tokens"] == old["n_train_tokens"]
     for step in checkpoint_steps(SMALL.steps):
