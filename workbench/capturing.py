@@ -92,6 +92,17 @@ class Activations(Mapping[str, Tensor]):
         """Captured site names in forward order."""
         return list(self.data)
 
+    def __repr__(self) -> str:
+        from workbench.display.objects import activations_repr
+
+        return activations_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.objects import activations_bundle
+
+        return activations_bundle(self, include, exclude)
+
     def text(self, i: int, site: str) -> Tensor:
         """Rows of text ``i`` at ``site``."""
         return self.data[site][int(self.offsets[i]) : int(self.offsets[i + 1])]

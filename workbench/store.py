@@ -142,11 +142,15 @@ class ActivationStore:
             raise StoreError(f"{manifest_path}: unknown format {self.manifest.get('format')!r}")
 
     def __repr__(self) -> str:
-        m = self.manifest
-        return (
-            f"ActivationStore({str(self.path)!r}, model={m['model']!r}, sites={len(m['sites'])}, "
-            f"rows={m['n_rows']}, shards={len(m['shards'])}, complete={self.complete})"
-        )
+        from workbench.display.objects import store_repr
+
+        return store_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.objects import store_bundle
+
+        return store_bundle(self, include, exclude)
 
     @property
     def sites(self) -> list[str]:

@@ -149,6 +149,17 @@ class PatchingResult:
             return np.full_like(self.scores, np.nan)
         return (self.scores - self.corrupt_metric) / gap
 
+    def __repr__(self) -> str:
+        from workbench.display.results import patching_repr
+
+        return patching_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.results import patching_bundle
+
+        return patching_bundle(self, include, exclude)
+
     @property
     def table(self) -> pd.DataFrame:
         """A tidy table, one row per (site, position), sites in forward order."""

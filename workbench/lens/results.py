@@ -148,6 +148,17 @@ class LensResult:
         i %= self.n_texts
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
 
+    def __repr__(self) -> str:
+        from workbench.display.results import lens_repr
+
+        return lens_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.results import lens_bundle
+
+        return lens_bundle(self, include, exclude)
+
     def kl_by_layer(self) -> np.ndarray:
         """Mean KL(final || lens) over rows, per layer (n_layers,)."""
         return self.kl.mean(axis=1)

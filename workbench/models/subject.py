@@ -81,6 +81,17 @@ class Subject:
         """Expands site kinds over layers (see :func:`workbench.sites.expand_sites`)."""
         return _sites.expand_sites(self.model, self.family, sites, layers)
 
+    def __repr__(self) -> str:
+        from workbench.display.objects import subject_repr
+
+        return subject_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.objects import subject_bundle
+
+        return subject_bundle(self, include, exclude)
+
     def provenance(self) -> dict[str, Any]:
         """What identifies this model in a results record."""
         return {

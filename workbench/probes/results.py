@@ -140,6 +140,17 @@ class ProbeSweepResult:
             rows.append(row)
         return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
+    def __repr__(self) -> str:
+        from workbench.display.results import probe_repr
+
+        return probe_repr(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """HTML card, short text and JSON for notebooks (see :mod:`workbench.display`)."""
+        from workbench.display.results import probe_bundle
+
+        return probe_bundle(self, include, exclude)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the settings, ``summary`` (:meth:`summary` as lists) and ``scores``."""
         summary = self.summary()
