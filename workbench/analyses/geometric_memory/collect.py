@@ -2,10 +2,18 @@
 
 * :func:`memorize_edges`: the transformer (or its frozen-embedding control) learns ``[EDGE] u -> v``
   for every memorized fact, full batch; an evaluation every ``epochs / 20`` steps records top-5
-  edge recovery and the geometric level of the node embeddings.
+  edge recovery and the geometric level of the node embeddings. Training must end with the facts
+  memorized: the loss within :data:`EDGE_TOLERANCE` nats of its floor (the mean log out-degree:
+  a node's successors can only share its probability). If ``epochs`` steps do not get there, the
+  run is repeated with twice the steps, up to :data:`CAP_FACTOR` times ``epochs``, and fails
+  loudly (:class:`NotConverged`) past that.
 * :func:`finetune_paths`: the edge-memorized model continues on the fine-tuning path queries
   (mixed with the facts, so the memory is kept; node embeddings frozen), then answers the held-out
-  queries.
+  queries. The fine-tuning queries must be fitted (every first step right), with the same
+  doubling and cap.
+
+Every run trains and evaluates on :data:`THREADS` CPU thread: the thread count changes how float
+sums are split, so the toys' weights would otherwise change with the machine's cores.
 * :func:`train_tied_node2vec`: the paper's tied Node2Vec, full batch.
 * :func:`train_walk_node2vec`: classic random-walk Node2Vec (Grover & Leskovec, 2016) with
   ``p = q = 1``: uniform random walks fed to gensim's skip-gram Word2Vec.
@@ -17,10 +25,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -35,12 +44,61 @@ from workbench.analyses.geometric_memory.models import (
     neighbour_targets,
 )
 from workbench.analyses.geometric_memory.results import PathAccuracy, TrainingCurve
-from workbench.train import TrainConfig, train
+from workbench.errors import WorkbenchError
+from workbench.train import TrainConfig, TrainResult, train
 
 log = logging.getLogger(__name__)
 
 CURVE_POINTS = 20
 """Evaluations along edge memorization (plus step 0 and the end)."""
+THREADS = 1
+"""CPU threads of every training run (and of the study's evaluations, see ``study.run``)."""
+EDGE_TOLERANCE = 0.01
+"""Edge memorization has converged when its final loss is within this many nats of the floor
+(the default path-star gets there by step ~100 of 700: 0.006 above it, 0.0008 at the end)."""
+CAP_FACTOR = 4
+"""A run that misses its criterion is repeated with twice the steps, up to this many times the
+configured steps; then :class:`NotConverged` is raised."""
+
+
+Criterion = Literal["floor", "recovery"] | None
+CRITERIA: tuple[Criterion, ...] = ("floor", "recovery", None)
+"""Convergence criteria of :func:`memorize_edges`."""
+
+
+class NotConverged(WorkbenchError):
+    """A toy did not reach its convergence criterion within the step cap."""
+
+
+def _to_criterion(run: Any, steps: int, met: Any, what: str, field: str) -> tuple[Any, int]:
+    """``run(steps)`` until ``met(result)`` holds, doubling the steps up to ``CAP_FACTOR * steps``.
+
+    Returns:
+        The first result that meets the criterion and the steps it trained.
+
+    Raises:
+        NotConverged: The cap came first (the message names the criterion and the field to raise).
+    """
+    n = steps
+    while True:
+        result = run(n)
+        ok, detail = met(result)
+        if ok:
+            return result, n
+        if 2 * n > CAP_FACTOR * steps:
+            raise NotConverged(
+                f"{what} did not converge in {n} steps (cap {CAP_FACTOR} x {field}={steps}): "
+                f"{detail}; raise {field} or check the learning rate"
+            )
+        log.info("%s: %s after %d steps; retrying with %d", what, detail, n, 2 * n)
+        n *= 2
+
+
+def loss_floor(graph: GraphTask, directions: str) -> float:
+    """The least mean edge-memorization loss: ``mean over facts u -> v of log outdeg(u)``."""
+    facts = graph.directed_edges(directions)
+    out = np.bincount([u for u, _ in facts], minlength=graph.n_nodes)
+    return float(np.mean([math.log(out[u]) for u, _ in facts]))
 
 
 @dataclass(frozen=True)
@@ -50,14 +108,16 @@ class EdgeRun:
     Attributes:
         model: The trained model (eval mode).
         embeddings: ``(n_nodes, d)`` input-embedding rows of the node tokens, canonical order.
-        curve: Recovery and geometric level along training.
+        curve: Recovery and geometric level along training (its last step: the steps trained).
         recovery: Final top-5 recovery of the memorized facts.
+        excess_loss: Final training loss minus its floor (:func:`loss_floor`), nats.
     """
 
     model: torch.nn.Module
     embeddings: np.ndarray
     curve: TrainingCurve
     recovery: float
+    excess_loss: float = float("nan")
 
 
 def node_embeddings(model: torch.nn.Module, graph: GraphTask) -> np.ndarray:
@@ -89,6 +149,7 @@ def _train_config(
         warmup=0,
         seed=seed,
         device=device,
+        threads=THREADS,
         **kw,
     )
 
@@ -105,11 +166,26 @@ def memorize_edges(
     device: str = "cpu",
     progress: bool = False,
     desc: str = "edges",
+    criterion: Criterion = "floor",
 ) -> EdgeRun:
-    """Trains the transformer (or, with ``spec.frozen``, its control) on the edge facts."""
+    """Trains the transformer (or, with ``spec.frozen``, its control) on the edge facts.
+
+    Trains ``epochs`` full-batch steps, or twice that (up to :data:`CAP_FACTOR` times) until the
+    criterion holds at the end: ``floor``, the final loss within :data:`EDGE_TOLERANCE` of
+    :func:`loss_floor` (a model that can move its embeddings); ``recovery``, every fact among the
+    top 5 as far as the top 5 can hold them (the control: frozen random tied embeddings cannot
+    reach the floor); ``None``, ``epochs`` steps whatever the result (the ingredient rows, whose
+    weight decay keeps the loss off its floor).
+
+    Raises:
+        NotConverged: The criterion was not met within the cap.
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     data = sequences.edge_data(graph, directions)
     facts = graph.directed_edges(directions)
     adjacency = graph.adjacency
+    floor = loss_floor(graph, directions)
 
     def evaluate(model: torch.nn.Module) -> dict[str, float]:
         return {
@@ -117,18 +193,37 @@ def memorize_edges(
             "level": compute.geometric_level(node_embeddings(model, graph), adjacency),
         }
 
-    config = _train_config(
-        epochs, lr, weight_decay, seed, device, eval_every=max(1, epochs // CURVE_POINTS)
-    )
-    result = train(
-        lambda: build_transformer(spec),
-        config,
-        data=data,
-        loss_fn=lm_loss,
-        evaluate=evaluate,
-        progress=progress,
-        desc=desc,
-    )
+    def run(steps: int) -> TrainResult:
+        config = _train_config(
+            steps, lr, weight_decay, seed, device, eval_every=max(1, steps // CURVE_POINTS)
+        )
+        return train(
+            lambda: build_transformer(spec),
+            config,
+            data=data,
+            loss_fn=lm_loss,
+            evaluate=evaluate,
+            progress=progress,
+            desc=desc,
+        )
+
+    ceiling = compute.recovery_ceiling(facts, 5)
+
+    def memorized(result: TrainResult) -> tuple[bool, str]:
+        if criterion == "floor":
+            excess = result.losses[-1] - floor
+            return excess <= EDGE_TOLERANCE, (
+                f"final loss {excess:.4f} nats above its floor {floor:.4f} "
+                f"(criterion: within {EDGE_TOLERANCE})"
+            )
+        if criterion == "recovery":
+            recovery = result.evals[-1].values["recovery"]
+            return recovery >= ceiling, (
+                f"top-5 edge recovery {recovery:.4f} (criterion: its ceiling {ceiling:.4f})"
+            )
+        return True, ""
+
+    result, _ = _to_criterion(run, epochs, memorized, f"edge memorization ({desc})", "epochs")
     model = result.model.eval()
     losses = [float("nan"), *result.losses]
     curve = TrainingCurve(
@@ -137,7 +232,13 @@ def memorize_edges(
         tuple(e.values["level"] for e in result.evals),
         tuple(losses[e.step] for e in result.evals),
     )
-    return EdgeRun(model, node_embeddings(model, graph), curve, curve.edge_recovery[-1])
+    return EdgeRun(
+        model,
+        node_embeddings(model, graph),
+        curve,
+        curve.edge_recovery[-1],
+        result.losses[-1] - floor,
+    )
 
 
 @torch.no_grad()
@@ -163,6 +264,8 @@ def finetune_paths(
     seed: int,
     device: str = "cpu",
     progress: bool = False,
+    converge: bool = True,
+    desc: str = "paths",
 ) -> PathAccuracy:
     """Fine-tunes a copy of the edge-memorized model on the training paths (with the facts).
 
@@ -170,8 +273,16 @@ def finetune_paths(
     the circuit that reads a target and steps towards it, not new positions for the tokens of the
     fine-tuning paths.
 
+    Trains ``epochs`` full-batch steps, or twice that (up to :data:`CAP_FACTOR` times) until every
+    fine-tuning path's first step is right; with ``converge=False``, ``epochs`` steps whatever the
+    result.
+
     Returns:
-        First-step accuracy on the held-out paths, with the training paths' accuracy recorded.
+        First-step accuracy on the held-out paths, with the training paths' accuracy and the steps
+        trained recorded.
+
+    Raises:
+        NotConverged: The fine-tuning paths were not fitted within the cap.
     """
     state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
     p_ids, p_labels = sequences.path_data(graph, graph.train_paths)
@@ -188,18 +299,30 @@ def finetune_paths(
         model.transformer.wte.weight.requires_grad_(False)
         return model
 
-    result = train(
-        build,
-        _train_config(epochs, lr, 0.0, seed, device),
-        data=data,
-        loss_fn=lm_loss,
-        progress=progress,
-        desc="paths",
+    def run(steps: int) -> tuple[torch.nn.Module, PathAccuracy]:
+        result = train(
+            build,
+            _train_config(steps, lr, 0.0, seed, device),
+            data=data,
+            loss_fn=lm_loss,
+            progress=progress,
+            desc=desc,
+        )
+        model = result.model.eval()
+        return model, first_steps(model, graph, graph.train_paths)
+
+    def fitted(out: tuple[torch.nn.Module, PathAccuracy]) -> tuple[bool, str]:
+        acc = out[1]
+        return not converge or acc.accuracy == 1.0, (
+            f"{sum(acc.correct)} of {len(acc.correct)} fine-tuning paths fitted "
+            "(criterion: every first step right)"
+        )
+
+    (model, train_acc), steps = _to_criterion(
+        run, epochs, fitted, f"path fine-tuning ({desc})", "path_epochs"
     )
-    model = result.model.eval()
     held = first_steps(model, graph, graph.test_paths)
-    fitted = first_steps(model, graph, graph.train_paths)
-    return replace(held, train_accuracy=fitted.accuracy)
+    return replace(held, train_accuracy=train_acc.accuracy, steps=steps)
 
 
 def train_tied_node2vec(
@@ -215,7 +338,13 @@ def train_tied_node2vec(
     """The paper's tied Node2Vec embeddings, ``(n_nodes, dim)`` in canonical order."""
     targets = neighbour_targets(torch.as_tensor(graph.adjacency))
     config = TrainConfig(
-        steps=steps, lr=lr, weight_decay=0.0, grad_clip=None, seed=seed, device=device
+        steps=steps,
+        lr=lr,
+        weight_decay=0.0,
+        grad_clip=None,
+        seed=seed,
+        device=device,
+        threads=THREADS,
     )
     result = train(
         lambda: TiedNode2Vec(graph.n_nodes, dim),
@@ -315,7 +444,13 @@ def train_incontext(
         return sequences.incontext_batch(graph, paths, directions, batch, generator)
 
     config = TrainConfig(
-        steps=steps, lr=lr, weight_decay=0.0, grad_clip=1.0, seed=seed, device=device
+        steps=steps,
+        lr=lr,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        seed=seed,
+        device=device,
+        threads=THREADS,
     )
     result = train(
         lambda: build_transformer(spec),

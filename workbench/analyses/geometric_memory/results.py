@@ -157,11 +157,13 @@ class PathAccuracy:
         correct: One flag per query: the model's first step after the start is the path's.
         chance: One chance level per query, ``1 / degree(start)``.
         train_accuracy: The same on the fine-tuning queries (how well they were fitted).
+        steps: Fine-tuning steps trained (the most over folds), when fine-tuned.
     """
 
     correct: tuple[bool, ...]
     chance: tuple[float, ...]
     train_accuracy: float | None = None
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "correct", tuple(bool(c) for c in self.correct))
@@ -185,12 +187,19 @@ class PathAccuracy:
             "correct": list(self.correct),
             "chance": list(self.chance),
             "train_accuracy": self.train_accuracy,
+            "steps": self.steps,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PathAccuracy:
         """Inverse of :meth:`to_dict`."""
-        return cls(tuple(data["correct"]), tuple(data["chance"]), _float(data["train_accuracy"]))
+        steps = data.get("steps")
+        return cls(
+            tuple(data["correct"]),
+            tuple(data["chance"]),
+            _float(data["train_accuracy"]),
+            None if steps is None else int(steps),
+        )
 
 
 @dataclass(frozen=True)
@@ -201,11 +210,18 @@ class ModelRun:
         geometry: The node embeddings' geometry after edge memorization.
         curve: Memorization and geometry during edge memorization.
         paths: Held-out path queries after path fine-tuning (``None`` when not run).
+        excess_loss: Final edge-memorization loss above its floor, nats (how converged).
     """
 
     geometry: EmbeddingGeometry
     curve: TrainingCurve
     paths: PathAccuracy | None = None
+    excess_loss: float | None = None
+
+    @property
+    def steps(self) -> int:
+        """Edge-memorization steps trained."""
+        return int(self.curve.steps[-1])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (also the cache format)."""
@@ -213,6 +229,7 @@ class ModelRun:
             "geometry": self.geometry.to_dict(),
             "curve": self.curve.to_dict(),
             "paths": None if self.paths is None else self.paths.to_dict(),
+            "excess_loss": self.excess_loss,
         }
 
     @classmethod
@@ -223,6 +240,7 @@ class ModelRun:
             EmbeddingGeometry.from_dict(data["geometry"]),
             TrainingCurve.from_dict(data["curve"]),
             paths,
+            _float(data.get("excess_loss")),
         )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,14 @@ METRIC_KEYS = (
     "ingredients",
     "n_nodes",
     "n_edges",
+    "n_heldout_queries",
+    "edge_steps",
+    "edge_steps_control",
+    "edge_excess_loss",
+    "edge_excess_loss_control",
+    "path_steps",
+    "path_steps_control",
+    "train_path_accuracy_control",
 )
 
 CLAIMS = (
@@ -123,11 +132,19 @@ def _paths_over_folds(
     config: GeometricMemoryConfig,
     device: str,
     progress: bool,
+    name: str = "transformer",
+    steps: int | None = None,
 ) -> PathAccuracy:
-    """Held-out first-step accuracy over every fold (each query held out once)."""
+    """Held-out first-step accuracy over every fold (each query held out once).
+
+    The transformer fine-tunes each fold until it fits its fine-tuning paths (see
+    :func:`collect.finetune_paths`); with ``steps`` given (the control: the most steps the
+    transformer needed) each fold trains exactly that long, fitted or not.
+    """
     correct: list[bool] = []
     chance: list[float] = []
     fitted: list[float] = []
+    used: list[int] = []
     for train_paths, test_paths in graph.folds():
         fold = replace(
             graph, paths=(*train_paths, *test_paths), n_heldout=len(test_paths), fixed_split=True
@@ -137,16 +154,19 @@ def _paths_over_folds(
             fold,
             spec,
             directions=config.edges,
-            epochs=config.path_epochs,
+            epochs=config.path_epochs if steps is None else steps,
             lr=PATH_LR,
             seed=config.seed,
             device=device,
             progress=progress,
+            converge=steps is None,
+            desc=f"{name} paths",
         )
         correct += acc.correct
         chance += acc.chance
         fitted.append(acc.train_accuracy or 0.0)
-    return PathAccuracy(tuple(correct), tuple(chance), float(np.mean(fitted)))
+        used.append(acc.steps or config.path_epochs)
+    return PathAccuracy(tuple(correct), tuple(chance), float(np.mean(fitted)), max(used))
 
 
 def _model_run(
@@ -157,25 +177,36 @@ def _model_run(
     geometry: dict[str, Any],
     device: str,
     progress: bool,
+    steps: int | None = None,
+    path_steps: int | None = None,
 ) -> ModelRun:
+    """Edge memorization, its geometry, then path fine-tuning over every fold.
+
+    The control (``frozen``) trains as long as the transformer did: ``steps`` edge-memorization
+    steps to start from instead of ``config.epochs`` (it must still recover every fact it can),
+    and exactly ``path_steps`` fine-tuning steps per fold.
+    """
     spec = _spec(config, graph, frozen=frozen)
     run = collect.memorize_edges(
         graph,
         spec,
         directions=config.edges,
-        epochs=config.epochs,
+        epochs=config.epochs if steps is None else steps,
         lr=config.lr,
         weight_decay=config.weight_decay,
         seed=config.seed,
         device=device,
         progress=progress,
         desc=f"{name} edges",
+        criterion="recovery" if frozen else "floor",
     )
     geo = compute.measure_embeddings(
         name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
     )
-    paths = _paths_over_folds(run, graph, spec, config, device, progress)
-    return ModelRun(geo, run.curve, paths)
+    paths = _paths_over_folds(
+        run, graph, spec, config, device, progress, name, path_steps if frozen else None
+    )
+    return ModelRun(geo, run.curve, paths, run.excess_loss)
 
 
 def ingredient_settings(config: GeometricMemoryConfig) -> list[tuple[str, dict[str, Any]]]:
@@ -211,6 +242,7 @@ def _ingredient(
         device=device,
         progress=progress,
         desc=name,
+        criterion=None,
     )
     geo = compute.measure_embeddings(
         name, run.embeddings, graph.adjacency, edge_recovery=run.recovery, **geometry
@@ -245,6 +277,32 @@ def run(
         cache_dir: Folder of the per-unit cache (``None``: compute everything, store nothing).
         progress: Show progress bars.
     """
+    with single_thread():
+        return _run(config, cache_dir, progress)
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Torch on one CPU thread inside the block (every toy's training and evaluation).
+
+    The thread count changes how float sums are split; on one thread the study's numbers do not
+    depend on the machine's cores, nor on whether tests run in parallel.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(collect.THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(
+    config: GeometricMemoryConfig,
+    cache_dir: str | os.PathLike[str] | None,
+    progress: bool,
+) -> GeometricMemoryResult:
     from workbench.models.loading import resolve_device
 
     graph = config.graph_task()
@@ -261,7 +319,17 @@ def run(
     )
     control = cache.get(
         "control",
-        lambda: _model_run("control", config, graph, True, geometry, device, progress),
+        lambda: _model_run(
+            "control",
+            config,
+            graph,
+            True,
+            geometry,
+            device,
+            progress,
+            transformer.steps,
+            transformer.paths.steps if transformer.paths else None,
+        ),
         ModelRun.from_dict,
     )
     baselines = {
@@ -422,6 +490,14 @@ def metrics(result: GeometricMemoryResult) -> dict[str, Any]:
         },
         "n_nodes": result.graph.n_nodes,
         "n_edges": len(result.graph.edges),
+        "n_heldout_queries": None if t.paths is None else len(t.paths.correct),
+        "edge_steps": t.steps,
+        "edge_steps_control": c.steps,
+        "edge_excess_loss": t.excess_loss,
+        "edge_excess_loss_control": c.excess_loss,
+        "path_steps": None if t.paths is None else t.paths.steps,
+        "path_steps_control": None if c.paths is None else c.paths.steps,
+        "train_path_accuracy_control": None if c.paths is None else c.paths.train_accuracy,
     }
 
 
