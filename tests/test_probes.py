@@ -131,7 +131,11 @@ def test_mass_mean_matches_brute_force(k):
     np.testing.assert_allclose(
         probe.predict_proba(x), softmax(-dist2 / (2 * variance), axis=1), atol=1e-10
     )
-    assert np.array_equal(probe.predict(x), dist2.argmin(1))
+    # the probe decides by a linear function, the reference by distances: equal where not tied
+    nearest = np.sort(dist2, axis=1)
+    clear = nearest[:, 1] - nearest[:, 0] > 1e-9 * nearest[:, 1]
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(probe.predict(x)[clear], dist2.argmin(1)[clear])
     if k == 2:  # Marks & Tegmark: direction mu_1 - mu_0, threshold at the midpoint
         np.testing.assert_allclose(probe.coef_[0], (means[1] - means[0]) / variance, rtol=1e-10)
         midpoint = (means[0] + means[1]) / 2
