@@ -179,8 +179,8 @@ class LocalBackend:
         A worker still alive after ``grace`` seconds is killed with its kernel.
         """
         procs = [p for p in (getattr(self._pool, "_processes", None) or {}).values()]
-        for handle in handles:
-            handle.cancel()
+        # No handle is cancelled here: the pool fails every pending one itself once its workers
+        # are gone (cancelling first trips Python 3.11's pool over the cancelled futures).
         for proc in procs:
             if proc.is_alive():
                 proc.terminate()
@@ -190,7 +190,10 @@ class LocalBackend:
         for proc in procs:
             if proc.is_alive():
                 stop_processes([*descendants(proc.pid), proc.pid], grace=0.0)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        manager = getattr(self._pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(grace)
+        self._pool.shutdown(wait=False)
 
 
 class RayBackend:
