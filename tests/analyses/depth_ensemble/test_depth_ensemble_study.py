@@ -227,11 +227,9 @@ def test_study_runs_every_part(study, config):
     assert any("fewer than 2 middle layers" in n for n in result.notes)
 
 
-def test_success_criteria_that_a_small_run_can_check(study):
+def test_the_chinchilla_refit_agrees_with_the_paper(study):
+    # the paper effects themselves are study.CLAIMS, checked over seeds in the claims test
     m = de.metrics(study[0])
-    # independent layers make nearly orthogonal updates; one tied layer, nearly parallel ones
-    assert 85 < m["increment_angle_independent_deg"] < 95
-    assert m["increment_angle_tied_deg"] < 10
     assert abs(m["chinchilla_alpha_depth"] - 1.2) < 0.3
     assert 0.15 < m["chinchilla_alpha_depth_se"] < 0.35
 

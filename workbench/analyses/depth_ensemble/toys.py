@@ -27,6 +27,8 @@ from that pool (running a 128-layer teacher every step would dominate the cost).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +41,21 @@ from workbench.analyses.depth_ensemble.config import ToyPreset
 from workbench.train import TrainConfig, TrainResult, train
 
 log = logging.getLogger(__name__)
+
+THREADS = 1
+"""CPU threads of the toys' training and evaluation (see :func:`single_thread`): the thread count
+changes how float sums are split, so the toys would otherwise change with the machine's cores."""
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Torch on :data:`THREADS` CPU threads inside the block (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def rmsnorm(x: Tensor) -> Tensor:
@@ -203,6 +220,7 @@ def train_student(
         batch_size=preset.batch_size,
         seed=seed,
         device=device,
+        threads=THREADS,
     )
     return train(
         lambda: make_student(depth, preset),
