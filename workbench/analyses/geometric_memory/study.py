@@ -70,6 +70,9 @@ METRIC_KEYS = (
     "path_steps_control",
     "train_path_accuracy_control",
 )
+"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
+with their ``_control``/``_node2vec`` twins, then context, then how training went (steps used,
+loss above its floor, the control's fit of the fine-tuning paths)."""
 
 CLAIMS = (
     Claim(
@@ -87,6 +90,13 @@ CLAIMS = (
         paper="spectral bias, as Node2Vec",
     ),
     Claim(
+        "embedding distances track graph distances, unlike the control's",
+        "distance_spearman",
+        ">",
+        "distance_spearman_control",
+        paper="the embedding mirrors the whole graph, as Node2Vec's does",
+    ),
+    Claim(
         "held-out path queries above chance",
         "heldout_path_accuracy",
         ">",
@@ -100,9 +110,12 @@ CLAIMS = (
         "heldout_path_accuracy_control",
     ),
 )
-"""The paper effects the default must show (see :mod:`workbench.claims`)."""
-"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
-their ``_control``/``_node2vec`` twins, then context."""
+"""The paper effects the default must show (see :mod:`workbench.claims`).
+
+Top-5 edge recovery is no claim: training runs until the transformer's loss is at its floor and
+the control recovers every fact it can, so both sit at the ceiling (0.9375 on the default, where
+the centre has 8 successors) by construction and it separates nothing; what separates them is how
+the memory is stored (geometry) and what it allows (held-out paths)."""
 INGREDIENT_METRICS = (
     "edge_recovery",
     "geometric_level",
