@@ -50,6 +50,17 @@ def star(tmp_path_factory):
     return config, gm.run(config, cache_dir=cache, progress=False), cache
 
 
+def _fixed_steps(run, steps, met, what, field):
+    """``collect._to_criterion`` without its criterion: the configured steps, converged or not."""
+    return run(steps), steps
+
+
+@pytest.fixture
+def fixed_steps(monkeypatch):
+    """Tests of the plumbing train a few steps, far from converged: no criterion, no retries."""
+    monkeypatch.setattr(collect, "_to_criterion", _fixed_steps)
+
+
 @pytest.fixture(scope="module")
 def release_grid(tmp_path_factory):
     """The release's 4x4 grid with its own split (rows fine-tuned, columns held out)."""
@@ -62,7 +73,9 @@ def release_grid(tmp_path_factory):
         umap=False,
         device="cpu",
     )
-    return gm.run(config, progress=False)
+    with pytest.MonkeyPatch.context() as patch:  # ten fine-tuning steps fit no path
+        patch.setattr(collect, "_to_criterion", _fixed_steps)
+        return gm.run(config, progress=False)
 
 
 def _no_training(monkeypatch):
@@ -118,7 +131,7 @@ def test_the_release_grid_is_memorized_geometrically(release_grid):
     assert len(release_grid.transformer.paths.correct) == 4  # the file's four held-out columns
 
 
-def test_the_release_irregular_graph_runs_and_says_what_it_noticed():
+def test_the_release_irregular_graph_runs_and_says_what_it_noticed(fixed_steps):
     config = gm.GeometricMemoryConfig(
         graph="release_irregular",
         epochs=150,
@@ -144,7 +157,7 @@ def test_a_rerun_from_the_cache_trains_nothing(star, monkeypatch):
         gm.run(replace(config, epochs=401), cache_dir=cache, progress=False)
 
 
-def test_ingredient_rows_change_one_setting_and_reuse_the_main_run(monkeypatch):
+def test_ingredient_rows_change_one_setting_and_reuse_the_main_run(monkeypatch, fixed_steps):
     calls = []
     real = collect.memorize_edges
 
@@ -294,7 +307,7 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
     assert any(f.endswith("projections.html") for f in record["figures"])
 
 
-def test_self_edges_run_through_every_step():
+def test_self_edges_run_through_every_step(fixed_steps):
     config = gm.GeometricMemoryConfig(
         degree=2,
         path_length=2,
@@ -312,3 +325,34 @@ def test_self_edges_run_through_every_step():
     assert 0.0 <= m["edge_recovery_top5"] <= 1.0
     # a self-edge is no step: chance stays one over the start's neighbours
     assert m["incontext_chance_accuracy"] == pytest.approx(1 / 2)
+
+
+def test_training_runs_to_its_criterion_and_fails_loudly_past_the_cap():
+    config = gm.GeometricMemoryConfig(degree=2, path_length=2, umap=False, device="cpu")
+    graph = config.graph_task()
+    spec = study._spec(config, graph)
+    tried = []
+    real = collect.train
+
+    def counted(*args, **kwargs):
+        tried.append(args[1].steps)
+        assert args[1].threads == 1  # the toys never depend on the machine's core count
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(collect, "train", counted)
+        with pytest.raises(collect.NotConverged, match=r"within 0\.01.*raise epochs"):
+            collect.memorize_edges(
+                graph, spec, directions="both", epochs=2, lr=0.01, weight_decay=0.0, seed=0
+            )
+    assert tried == [2, 4, 8]  # doubled up to CAP_FACTOR times the configured steps
+    # 8 facts; the centre and both hop-1 nodes have 2 successors (6 facts), the leaves 1
+    assert collect.loss_floor(graph, "both") == pytest.approx(6 / 8 * np.log(2))
+
+
+def test_steps_used_and_convergence_are_metrics(star):
+    _, result, _ = star
+    m = gm.metrics(result)
+    assert m["edge_steps"] == m["edge_steps_control"] == 400 and m["path_steps"] == 40
+    assert m["edge_excess_loss"] <= collect.EDGE_TOLERANCE < m["edge_excess_loss_control"]
+    assert m["train_path_accuracy"] == 1.0 and m["n_heldout_queries"] == 8
