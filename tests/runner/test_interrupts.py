@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -65,7 +66,11 @@ def _wait_inside_points(proc: subprocess.Popen, marker: Path, timeout: float = 3
     """Waits until two kernels have started a point (two marker lines): both workers are busy."""
     deadline = time.monotonic() + timeout
     while len(_lines(marker)) < 2:
-        assert proc.poll() is None, f"the sweep ended early: {proc.communicate()}"
+        if proc.poll() is not None:
+            _, stderr = proc.communicate()
+            if "timed out during startup" in stderr:  # Ray's fixed 30 s window, on a busy machine
+                pytest.skip("Ray's local cluster did not start in time on this machine")
+            pytest.fail(f"the sweep ended early: {stderr}")
         assert time.monotonic() < deadline, "no two points started in time"
         time.sleep(0.1)
 
@@ -113,7 +118,8 @@ def _resume_runs_each_unfinished_point_once(args, out, marker, unfinished) -> No
     before = len(_lines(marker))
     resumed = workbench(*args)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"{len(unfinished)} ran, {len(POINTS) - len(unfinished)} already done, 0 failed" in resumed.stdout
+    done = len(POINTS) - len(unfinished)
+    assert f"{len(unfinished)} ran, {done} already done, 0 failed" in resumed.stdout
     after = [line[0] for line in _lines(marker)[before:]]
     assert sorted(after) == sorted(unfinished)  # each unfinished point once, no finished one
     assert _finished(out) == set(POINTS)
@@ -192,3 +198,106 @@ def test_interrupted_run_stops_its_kernel(tmp_path):
     assert not any(_running(p) for p in started)
     assert not (tmp_path / "run" / "results.json").exists()
     assert not (tmp_path / "run" / "failure.json").exists()
+
+
+# -- the pieces, without notebooks -----------------------------------------------------------
+
+
+def test_a_signal_becomes_interrupted_once_and_stops_what_was_registered():
+    from workbench.runner.lifecycle import Interrupted, interrupts, on_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    stopped = []
+    with interrupts(), on_interrupt(lambda: stopped.append("kernel")):
+        with pytest.raises(Interrupted) as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        os.kill(os.getpid(), signal.SIGINT)  # a second signal while stopping: ignored
+        time.sleep(0.05)
+    assert (info.value.exit_code, stopped) == (143, ["kernel"])
+    assert isinstance(info.value, KeyboardInterrupt)  # never taken for a run's failure
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_interrupted_line_names_the_command_to_rerun():
+    from workbench.cli import interrupted_line
+
+    line = interrupted_line("sweep", ["sweep", "toy", "--grid", "my grid.yaml", "--out", "s"])
+    assert line == (
+        "interrupted: rerun the same command to resume: "
+        "workbench sweep toy --grid 'my grid.yaml' --out s"
+    )
+    assert "to start again: workbench run toy" in interrupted_line("run", ["run", "toy"])
+
+
+TREE = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # deaf to SIGTERM: only SIGKILL ends it
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_stop_processes_ends_a_kernel_and_its_group():
+    from workbench.runner.lifecycle import descendants, stop_processes
+
+    leader = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert leader.stdout.readline().strip() == "ready"
+        assert leader.pid in descendants()
+        tree = [psutil.Process(leader.pid), *psutil.Process(leader.pid).children(recursive=True)]
+        assert len(tree) == 2
+        assert stop_processes([leader.pid], grace=0.5) == []
+        leader.wait(5)
+        deadline = time.monotonic() + 5
+        while any(_running(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_running(p) for p in tree)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+
+
+PARENT = """
+import multiprocessing, os, sys, time
+from workbench.runner import lifecycle
+from workbench.runner.backends import LocalBackend
+
+backend = LocalBackend(1)
+backend._pool.submit(os.getpid).result(timeout=120)  # the worker is up
+if sys.argv[1] == "poll":  # a process watching by polling alone (no prctl), as on macOS
+    spawn = multiprocessing.get_context("spawn")
+    spawn.Process(target=lifecycle._watch, args=(os.getpid(),)).start()
+    time.sleep(1.0)
+backend._pool.submit(time.sleep, 60)  # the worker is busy
+print(*lifecycle.descendants(), flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("watch", ["pdeathsig", "poll"])
+def test_workers_and_the_resource_tracker_end_with_their_parent(watch):
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, watch],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+        start_new_session=True,
+    )
+    try:
+        started = [psutil.Process(int(p)) for p in parent.stdout.readline().split()]
+        assert len(started) == (3 if watch == "poll" else 2)  # + the resource tracker
+        parent.kill()
+        parent.wait(5)
+        deadline = time.monotonic() + GONE_WITHIN
+        while any(_running(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in started if _running(p)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
