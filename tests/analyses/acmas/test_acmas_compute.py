@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.covariance import LedoitWolf
-from sklearn.metrics import f1_score, roc_auc_score
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from workbench.analyses import acmas
 from workbench.analyses.acmas import transcripts as tr
@@ -36,7 +36,7 @@ def test_prototype_is_the_cosine_distance_to_the_normalized_benign_centroid():
     rng = np.random.default_rng(1)
     X = rng.normal(1, 1, (60, 5))
     y = (np.arange(60) >= 50).astype(int)
-    det = acmas.PrototypeDetector(quantile=0.9).fit(X, y)
+    det = acmas.PrototypeDetector(quantile=0.9, n_folds=1).fit(X, y)  # in-sample threshold
     proto = _unit(_unit(X[:50]).mean(0))
     np.testing.assert_allclose(det.prototype_, proto, rtol=1e-12)
     d = 1 - _unit(X) @ proto
@@ -75,6 +75,39 @@ def test_per_agent_prototypes_use_each_agents_own_benign_centroid():
     X = C[[0, 25]]
     want = [1 - _unit(X[0]) @ det.agent_prototypes_[0], 1 - _unit(X[1]) @ det.agent_prototypes_[1]]
     np.testing.assert_allclose(det.decision_function(X, agents=np.array([0, 1])), want)
+
+
+def test_the_threshold_is_a_quantile_of_held_out_benign_distances():
+    """Cross-fitting by hand: each fold's distances to a prototype fitted on the other folds."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(1, 1, (60, 4))
+    agents = np.repeat([0, 1, 2], 20)
+    det = acmas.PrototypeDetector(quantile=0.9, n_folds=4, random_state=3).fit(X, agents=agents)
+    folds = np.random.default_rng(3).permutation(60) % 4
+    held = np.empty(60)
+    for f in range(4):
+        out = folds == f
+        Z = _unit(X[~out])
+        protos = {a: _unit(Z[agents[~out] == a].mean(0)) for a in range(3)}
+        held[out] = [1 - _unit(x) @ protos[a] for x, a in zip(X[out], agents[out], strict=True)]
+    assert det.threshold_ == pytest.approx(np.quantile(held, 0.9))
+    insample = acmas.PrototypeDetector(quantile=0.9, n_folds=1).fit(X, agents=agents)
+    assert insample.threshold_ < det.threshold_  # in-sample distances understate new ones
+
+
+def test_mahalanobis_prototype_is_the_whitened_distance_to_each_agents_centroid():
+    rng = np.random.default_rng(6)
+    C = rng.normal(0, 1, (80, 3)) * [1.0, 5.0, 0.2] + np.repeat([[0, 0, 0], [3, 0, 0]], 40, 0)
+    agents = np.repeat([0, 1], 40)
+    det = acmas.PrototypeDetector(metric="mahalanobis", n_folds=1).fit(C, agents=agents)
+    means = np.stack([C[:40].mean(0), C[40:].mean(0)])
+    lw = LedoitWolf().fit(C - means[agents])
+    X = np.array([[0.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+    diff = X - means[0]
+    want = np.einsum("nd,de,ne->n", diff, np.linalg.inv(lw.covariance_), diff)
+    got = det.decision_function(X, agents=np.array([0, 0]))
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+    assert got[1] > got[0]  # a small shift along a quiet direction outweighs a large noisy one
 
 
 def test_mahalanobis_matches_ledoit_wolf_by_hand():
@@ -177,20 +210,22 @@ def _result():
     labels = np.r_[np.zeros(12), np.ones(4)].astype(int)
     scheds = []
     for name in ("sync", "async"):
-        scores = rng.random((3, 3, 16))
+        n_det = len(acmas.DETECTORS)
+        scores = rng.random((n_det, 3, 16))
         scheds.append(
             acmas.ScheduleResult(
                 name,
                 ("early", "middle", "final"),
                 acmas.DETECTORS,
-                rng.random((3, 3)),
-                rng.random((3, 3)),
-                rng.random((3, 3)),
+                rng.random((n_det, 3)),
+                rng.random((n_det, 3)),
+                rng.random((n_det, 3)),
                 scores,
                 (scores > 0.5).astype(int),
                 labels,
                 (rng.random(16) > 0.5).astype(float),
                 (0.5, 0.6, 0.1),
+                np.repeat(np.arange(8), 2),
             )
         )
     rest = RestorationResult(
@@ -207,6 +242,12 @@ def test_results_round_trip_metrics_keys_and_figures():
     assert tuple(m) == acmas.METRIC_KEYS
     assert set(m["f1_by_layer"]) == {"early", "middle", "final"}
     assert m["f1_sync"] == pytest.approx(result.schedules[0].f1[0, -1], abs=1e-4)
+    s0 = result.schedules[0]
+    assert m["ap_sync"] == pytest.approx(
+        average_precision_score(s0.labels, s0.scores[0, -1]), abs=1e-4
+    )
+    lo, hi = m["ci95"]["sync"]["prototype"]["auroc"]
+    assert 0 <= lo <= hi <= 1
     assert result.figure_kinds() == list(FIGURES)
     for kind in result.figure_kinds():
         assert len(result.figure(kind).data) > 0

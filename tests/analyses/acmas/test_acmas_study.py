@@ -21,11 +21,9 @@ NOTEBOOK = REPO / "notebooks" / "acmas.ipynb"
 
 @pytest.fixture(scope="module")
 def config():
-    # 200 steps keep the tests fast; the prototype needs the default 1500 to flag the agents, so
-    # restoration follows the probe here (the slow test below checks the default)
-    return acmas.AcmasConfig(
-        n_tasks=12, n_calib=8, toy_steps=200, restore_detector="linear_probe", device="cpu"
-    )
+    # the toy trains to its criterion (a few hundred steps); restoration follows the probe here
+    # (the claims test checks the prototype detector over seeds)
+    return acmas.AcmasConfig(n_tasks=12, n_calib=8, restore_detector="linear_probe", device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +101,7 @@ def test_user_transcripts_are_scored_from_jsonl(study, config, tmp_path):
     """A JSONL transcript (here the toy's own) is captured and scored; no restoration."""
     _, cache = study
     src = cache / f"work-{config.key()}" / "acts" / "async" / "attacked.jsonl"
-    model = next(cache.glob("toy-*")) / f"step-{config.toy_steps}"
+    model = next(cache.glob("toy-*")) / "model"
     user = replace(config, model=str(model), transcripts=str(src), layers="final")
     result = acmas.run(user, progress=False)
     assert result.restoration is None and any("restoration skipped" in n for n in result.notes)
@@ -116,7 +114,7 @@ def test_play_isolation_drops_the_flagged_agents(study, config):
     _, cache = study
     from workbench import load_model
 
-    subject = load_model(str(next(cache.glob("toy-*")) / f"step-{config.toy_steps}"), device="cpu")
+    subject = load_model(str(next(cache.glob("toy-*")) / "model"), device="cpu")
     system = collect.build_system(4, 0.25, "stealthy", 0)
     t = collect.play(subject, system, [1, 7], "async", flagged=[0], defense="isolate")
     assert {m.sender for m in t.messages} == {"R1", "R2", "R3"} and len(t.messages) == 2 * 3 * 2
@@ -132,7 +130,6 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
             "schedule": "sync",
             "n_tasks": 4,
             "n_calib": 4,
-            "toy_steps": 60,
         },
         tmp_path,
         cwd=REPO,
@@ -145,14 +142,33 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
     assert set(acmas.FIGURES) <= names
 
 
-@pytest.mark.slow
-def test_default_meets_the_issue_success_criteria(tmp_path):
-    """The issue's success criteria on the default (fixed seed, toy trained 1500 steps, minutes):
-    prototype F1 >= 0.9 in both schedules and above the text baseline, the final layer not worse
-    than the early one, steering completes more tasks than isolation."""
-    m = acmas.metrics(acmas.run(acmas.AcmasConfig(), cache_dir=tmp_path, progress=False))
+def test_the_toy_is_trained_to_its_criterion_and_cached_by_recipe(study, config):
+    result, cache = study
+    record = json.loads(next(cache.glob("toy-*/training.json")).read_text())
+    assert record["steps"] < config.toy_steps and min(record["accuracy"].values()) >= 0.99
+    assert result.toy["steps"] == record["steps"] and acmas.metrics(result)["toy"] == result.toy
+    base = toy.ToyConfig()
+    assert (
+        next(cache.glob("toy-*")).name == f"toy-{toy.ToyConfig(max_steps=config.toy_steps).key()}"
+    )
+    assert len({base.key(), replace(base, lr=1e-2).key(), replace(base, seed=1).key()}) == 3
+
+
+def test_reaching_the_cap_first_is_a_loud_error_naming_the_criterion(tmp_path):
+    with pytest.raises(toy.ToyNotLearnedError, match=r"within 20 steps.*criterion each >= 0.99"):
+        toy.train_toy(toy.ToyConfig(max_steps=20, eval_every=10), tmp_path / "t", progress=False)
+    assert not (tmp_path / "t").exists()
+
+
+def test_metrics_carry_average_precision_and_task_intervals(study):
+    result, _ = study
+    m = acmas.metrics(result)
     for name in ("sync", "async"):
-        assert m[f"f1_{name}"] >= 0.9, m
-        assert m[f"f1_{name}"] > m[f"baseline_f1_text_{name}"], m
-    assert m["f1_by_layer"]["final"] >= m["f1_by_layer"]["early"], m
-    assert m["task_completion_steer"] > m["task_completion_isolate"], m
+        assert 0 <= m[f"ap_{name}"] <= 1
+        ci = m["ci95"][name]["prototype"]
+        for key, point in (("f1", m[f"f1_{name}"]), ("auroc", m[f"auroc_{name}"])):
+            lo, hi = ci[key]
+            assert (lo <= hi and lo - 1e-9 <= point <= hi + 1e-9) or np.isnan(point)
+    names = {c.name for c in acmas.study.CLAIMS}
+    assert "final layer not worse than early" in names
+    assert acmas.study.claims(result).results  # every claim reads a reported metric

@@ -73,11 +73,14 @@ def loaded(path: str | Path, device: str = "cpu") -> Iterator:
 
 
 def ensure_toy(folder: Path, config: toy.ToyConfig, progress: bool = True) -> Path:
-    """The trained agent LM under ``folder`` (trained on first use)."""
-    step = folder / f"step-{config.steps}"
+    """The trained agent LM under ``folder`` (``folder/model``; trained to criterion on first use).
+
+    ``folder`` should be keyed on the whole recipe (:meth:`toy.ToyConfig.key`), so a changed
+    recipe never reuses an older toy.
+    """
     if not (folder / "training.json").is_file():
         toy.train_toy(config, folder, progress=progress)
-    return step
+    return folder / "model"
 
 
 @torch.no_grad()

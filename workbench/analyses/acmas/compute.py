@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from sklearn.metrics import f1_score, roc_auc_score
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from workbench.analyses.acmas.detectors import (
     MahalanobisDetector,
@@ -19,8 +19,14 @@ from workbench.analyses.acmas.detectors import (
 )
 from workbench.analyses.acmas.results import ScheduleResult
 
-DETECTORS = ("prototype", "linear_probe", "mahalanobis")
-"""The activation detectors, in the order of :class:`ScheduleResult`'s arrays."""
+DETECTORS = ("prototype", "linear_probe", "mahalanobis", "prototype_cosine")
+"""The activation detectors, in the order of :class:`ScheduleResult`'s arrays.
+
+``prototype`` is the per-agent prototype detector with the covariance-aware distance
+(``PrototypeDetector(metric="mahalanobis")``, the headline); ``prototype_cosine`` is the same
+detector with the paper's cosine distance, reported beside it (on the toy its ranking of
+compromised above benign messages is weaker, AUROC 0.8-0.97, so no cut gives it F1 0.9).
+"""
 
 
 def detection_metrics(
@@ -79,16 +85,23 @@ def evaluate_schedule(
     f1, auroc, fpr = (np.zeros((len(DETECTORS), n_l)) for _ in range(3))
     scores = np.zeros((len(DETECTORS), n_l, int(test.sum())))
     preds = np.zeros(scores.shape, dtype=int)
+    # the moving prototype follows the system's time: task by task, round by round
+    time_groups = tasks[test] * 1000 + rounds[test]
+    kw = {"agents": None if agents is None else np.asarray(agents)[test]}
+    if sync:
+        kw["groups"] = time_groups
+    update = "moving" if sync else "fixed"
     for j, name in enumerate(layer_names):
         X = attacked[name]
-        update = "moving" if sync else "fixed"
-        proto = PrototypeDetector(update=update).fit(calib[name], agents=calib_agents)
+        protos = {
+            metric: PrototypeDetector(update=update, metric=metric).fit(
+                calib[name], agents=calib_agents
+            )
+            for metric in ("mahalanobis", "cosine")
+        }
         maha = MahalanobisDetector().fit(calib[name])
-        kw = {"agents": None if agents is None else np.asarray(agents)[test]}
-        if sync:
-            kw["groups"] = rounds[test] * 100000 + tasks[test]
-        s_proto = proto.decision_function(X[test], **kw)
-        outs = [(s_proto, (s_proto > proto.threshold_).astype(int))]
+        s_proto = protos["mahalanobis"].decision_function(X[test], **kw)
+        outs = [(s_proto, (s_proto > protos["mahalanobis"].threshold_).astype(int))]
         if len(set(labels[train].tolist())) == 2:
             mu, sd = X[train].mean(0), X[train].std(0) + 1e-8
             probe = LinearProbe(C=1.0, random_state=seed, device="cpu").fit(
@@ -100,6 +113,8 @@ def evaluate_schedule(
             outs.append((np.zeros(int(test.sum())), np.zeros(int(test.sum()), dtype=int)))
         s_maha = maha.decision_function(X[test])
         outs.append((s_maha, (s_maha > maha.threshold_).astype(int)))
+        s_cos = protos["cosine"].decision_function(X[test], **kw)
+        outs.append((s_cos, (s_cos > protos["cosine"].threshold_).astype(int)))
         for i, (s, p) in enumerate(outs):
             f1[i, j], auroc[i, j], fpr[i, j] = detection_metrics(y, s, p)
             scores[i, j], preds[i, j] = s, p
@@ -120,6 +135,7 @@ def evaluate_schedule(
         y,
         t_scores,
         text_metrics,
+        tasks[test],
     )
 
 
@@ -133,3 +149,48 @@ def attack_success(answers: Sequence[str | None], truths: Sequence[str]) -> floa
     """Fraction of attack opportunities whose delivered answer is wrong."""
     bad = [a is not None and a != t for a, t in zip(answers, truths, strict=True)]
     return float(np.mean(bad)) if bad else float("nan")
+
+
+def average_precision(y: np.ndarray, scores: np.ndarray) -> float:
+    """Average precision of ``scores`` (``nan`` when ``y`` holds one class)."""
+    y = np.asarray(y).astype(int)
+    if len(set(y.tolist())) != 2:
+        return float("nan")
+    return float(average_precision_score(y, scores))
+
+
+def task_intervals(
+    y: np.ndarray,
+    scores: np.ndarray,
+    pred: np.ndarray,
+    tasks: np.ndarray,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, tuple[float, float]]:
+    """95% percentile-bootstrap intervals of F1, AUROC and AP over the evaluation tasks.
+
+    Tasks (not messages) are resampled with replacement: the messages of one task share its
+    question and context, so they are not independent draws.
+
+    Returns:
+        ``{"f1": (lo, hi), "auroc": (lo, hi), "ap": (lo, hi)}`` (``nan`` where undefined).
+    """
+    y, scores, pred, tasks = map(np.asarray, (y, scores, pred, tasks))
+    uniq = np.unique(tasks)
+    rows = [np.flatnonzero(tasks == t) for t in uniq]
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {"f1": [], "auroc": [], "ap": []}
+    for _ in range(n_boot):
+        idx = np.concatenate([rows[i] for i in rng.integers(0, len(uniq), len(uniq))])
+        yb = y[idx]
+        if len(set(yb.tolist())) != 2:
+            continue
+        draws["f1"].append(float(f1_score(yb, pred[idx], zero_division=0.0)))
+        draws["auroc"].append(float(roc_auc_score(yb, scores[idx])))
+        draws["ap"].append(float(average_precision_score(yb, scores[idx])))
+    nan = (float("nan"), float("nan"))
+    return {
+        k: (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) if v else nan
+        for k, v in draws.items()
+    }

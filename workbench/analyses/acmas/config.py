@@ -33,13 +33,14 @@ class AcmasConfig(StudyConfig):
         restore_detector: Whose flags (deepest layer) pick the agents to isolate or steer.
         steer_layer: The block whose ``resid_post`` is steered.
         steer_scale: Multiplier of the steering vector (benign minus flagged mean).
-        toy_steps: Training steps of the toy agent LM.
+        toy_steps: Cap on the toy agent LM's training steps: it trains until it has learned the
+            injected behaviour (see :mod:`.toy`) and fails naming the criterion at the cap.
         device: Torch device.
     """
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_agents", "n_tasks", "n_calib", "turns", "toy_steps")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 3
+    CACHE_VERSION: ClassVar[int] = 7
 
     model: str = "toy"
     transcripts: str = "builtin"
@@ -56,7 +57,7 @@ class AcmasConfig(StudyConfig):
     restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "prototype"
     steer_layer: Literal["early", "middle", "final"] = "middle"
     steer_scale: float = 1.0
-    toy_steps: int = 1500
+    toy_steps: int = 3000
     device: str = "cpu"
 
     def __post_init__(self) -> None:

@@ -5,11 +5,13 @@ Hyperparameters only in ``__init__``; ``fit`` returns ``self``; learned state en
 0/1; ``score(X, y)`` is the F1 of ``predict``.
 
 * :class:`PrototypeDetector` (AcMAS): the prototype is the normalized centroid of the benign
-  messages' normalized activations; a message's score is its cosine distance to the prototype,
-  flagged above the ``quantile`` of the benign calibration distances. With ``update="moving"``
-  (the paper's synchronous mode) the prototype follows each round: after a round is scored it
-  becomes ``normalize(momentum * p + (1 - momentum) * mean of the round's unflagged messages)``;
-  with ``update="fixed"`` (asynchronous mode, no round boundary) it stays as fitted.
+  messages' normalized activations; a message's score is its cosine distance to the prototype
+  (or, ``metric="mahalanobis"``, its distance to the benign centroid under the benign
+  covariance), flagged above the ``quantile`` of held-out benign calibration distances. With
+  ``update="moving"`` (the paper's synchronous mode) the prototype follows each round, in time
+  order: after a round is scored it becomes ``momentum * p + (1 - momentum) * mean of the
+  round's unflagged messages`` (renormalized for cosine); with ``update="fixed"``
+  (asynchronous mode, no round boundary) it stays as fitted.
 * :class:`MahalanobisDetector`: unsupervised; distance to the benign mean under a Ledoit-Wolf
   covariance (:class:`sklearn.covariance.LedoitWolf`), same quantile threshold.
 * :class:`TextMajorityDetector`: the text-level baseline; a message is flagged when its answer
@@ -24,9 +26,9 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator
 from sklearn.metrics import f1_score
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from workbench.errors import DetectorError
 
@@ -35,10 +37,11 @@ def _normalize(X: np.ndarray) -> np.ndarray:
     return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
 
 
-def _benign(X: Any, y: Any, min_benign: int) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise DetectorError(f"X must be 2-D (messages, features), got shape {X.shape}")
+def _benign(est: BaseEstimator, X: Any, y: Any, min_benign: int) -> np.ndarray:
+    """The benign rows of ``X`` (validated; sets ``n_features_in_``)."""
+    if np.ndim(X) != 2 and not hasattr(X, "tocsr"):
+        raise DetectorError(f"X must be 2-D (messages, features), got shape {np.shape(X)}")
+    X = validate_data(est, X, dtype=np.float64, reset=True)
     if y is not None:
         y = np.asarray(y)
         if y.shape != (len(X),):
@@ -46,35 +49,71 @@ def _benign(X: Any, y: Any, min_benign: int) -> np.ndarray:
         X = X[y == 0]
     if len(X) < min_benign:
         raise DetectorError(
-            f"{len(X)} benign messages to fit on; the detector needs at least {min_benign} "
-            "(run more tasks or lower min_benign)"
+            f"{len(X)} benign messages to fit on (n_samples={len(X)}); the detector needs at "
+            f"least {min_benign} (run more tasks or lower min_benign)"
         )
     return X
 
 
-class _Thresholded(ClassifierMixin, BaseEstimator):
+class _Thresholded(BaseEstimator):
+    """An anomaly detector: ``decision_function`` scores, ``predict`` 0/1, ``score`` F1.
+
+    Not a scikit-learn classifier: ``y`` (when given to ``fit``) only selects the benign rows
+    (``y == 0``) the detector is fitted on; nothing is learned from the compromised ones.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False
+        return tags
+
+    def _validate(self, X: Any) -> np.ndarray:
+        return validate_data(self, X, dtype=np.float64, reset=False)
+
     def predict(self, X: Any, **kw: Any) -> np.ndarray:
         """1 where the anomaly score is above the fitted threshold."""
         return (self.decision_function(X, **kw) > self.threshold_).astype(int)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None, **kw: Any) -> float:
-        """F1 of :meth:`predict` against ``y`` (1: compromised)."""
-        return float(f1_score(y, self.predict(X, **kw), zero_division=0.0))
+        """F1 of :meth:`predict` against ``y`` (nonzero: compromised)."""
+        truth = (np.asarray(y) != 0).astype(int)
+        return float(f1_score(truth, self.predict(X, **kw), zero_division=0.0))
 
 
 class PrototypeDetector(_Thresholded):
-    """Cosine distance to the benign prototype (see the module docstring).
+    """Distance to the benign prototype (see the module docstring).
 
     With ``agents`` (each row's agent id) given to ``fit`` and ``decision_function``, every agent
     has its own prototype, fitted on its own benign calibration messages (rows of an agent never
     seen in calibration use the pooled prototype): the agent's *own* hidden states are the
     reference, so what separates agents (role tokens, notes) does not count as an anomaly.
 
+    ``metric="cosine"`` is the paper's distance: one minus the cosine to the normalized centroid
+    of the normalized activations. ``metric="mahalanobis"`` keeps the prototype (the agent's
+    benign centroid) but measures the squared distance to it under the pooled within-agent
+    Ledoit-Wolf covariance of the calibration run: directions in which benign messages vary a
+    lot (the question, the peers' answers) count little, and a shift along a direction in which
+    they hardly vary counts a lot. Cosine distance weighs every direction alike, and on a model
+    whose activations share one large direction (cosines to the prototype about 0.99) the
+    injected instruction's shift is drowned in the variation between questions.
+
+    The threshold is the ``quantile`` of *held-out* benign distances (cross-fitting): the
+    calibration messages are split into ``n_folds`` folds, and each fold's distances are taken
+    to prototypes (and covariance) fitted on the other folds. Distances to a prototype fitted on
+    the same rows are smaller than those of new benign messages, all the more so for the
+    covariance-aware distance in 32 dimensions fitted on a few hundred messages, and set the
+    cut too low (false positives). Folds of whole tasks overshoot the other way: the toy has
+    only 11 questions, and a held-out task often asks one the other tasks never did.
+
     Args:
-        quantile: Threshold = this quantile of the benign calibration distances.
+        quantile: Threshold = this quantile of the held-out benign calibration distances.
         update: ``fixed`` or ``moving`` (per-round moving average of the prototype).
         momentum: Weight of the old prototype in a moving update.
         min_benign: Fewest benign rows ``fit`` accepts.
+        metric: ``cosine`` (the paper's) or ``mahalanobis`` (see above).
+        n_folds: Folds of calibration messages for the cross-fitted threshold (below 2, or
+            fewer than two messages per fold: in-sample distances).
+        random_state: Seeds the assignment of messages to folds.
     """
 
     def __init__(
@@ -83,67 +122,144 @@ class PrototypeDetector(_Thresholded):
         update: str = "fixed",
         momentum: float = 0.9,
         min_benign: int = 10,
+        metric: str = "cosine",
+        n_folds: int = 10,
+        random_state: int = 0,
     ) -> None:
         self.quantile = quantile
         self.update = update
         self.momentum = momentum
         self.min_benign = min_benign
+        self.metric = metric
+        self.n_folds = n_folds
+        self.random_state = random_state
 
     def fit(self, X: Any, y: Any = None, agents: Any = None) -> PrototypeDetector:
-        """Fits the prototype(s) and threshold on the benign rows (``y == 0``, or all)."""
+        """Fits the prototype(s) and threshold on the benign rows (``y == 0``, or all).
+
+        Args:
+            X: ``(n, d)`` calibration activations.
+            y: Optional labels; only rows with ``y == 0`` are used.
+            agents: Optional ``(n,)`` agent of each row (per-agent prototypes).
+        """
         if self.update not in ("fixed", "moving"):
             raise DetectorError(f"update={self.update!r}; use 'fixed' or 'moving'")
+        if self.metric not in ("cosine", "mahalanobis"):
+            raise DetectorError(f"metric={self.metric!r}; use 'cosine' or 'mahalanobis'")
         if not 0 < self.quantile <= 1:
             raise DetectorError(f"quantile={self.quantile!r}; use a number in (0, 1]")
-        Xb = _benign(X, y, self.min_benign)
+        Xb = _benign(self, X, y, self.min_benign)
+        keep = slice(None) if y is None else np.asarray(y) == 0
         ab = None
         if agents is not None:
-            ab = np.asarray(agents)
-            if ab.shape != (len(np.asarray(X)),):
-                raise DetectorError(f"agents has shape {ab.shape}; expected ({len(X)},)")
-            if y is not None:
-                ab = ab[np.asarray(y) == 0]
-        Z = _normalize(Xb)
-        self.prototype_ = _normalize(Z.mean(0))
-        self.agent_prototypes_ = (
-            {} if ab is None else {a: _normalize(Z[ab == a].mean(0)) for a in set(ab.tolist())}
-        )
-        self.threshold_ = float(np.quantile(self._distances(Z, ab, None), self.quantile))
-        self.n_features_in_ = Xb.shape[1]
+            if np.asarray(agents).shape != (X.shape[0],):
+                raise DetectorError(
+                    f"agents has shape {np.asarray(agents).shape}; expected ({X.shape[0]},)"
+                )
+            ab = np.asarray(agents)[keep]
+        state = self._fit_state(Xb, ab)
+        distances = self._distances(self._transform(Xb, state), ab, None, state)
+        if self.n_folds >= 2 and len(Xb) >= 2 * self.n_folds:
+            folds = np.random.default_rng(self.random_state).permutation(len(Xb)) % self.n_folds
+            distances = np.empty(len(Xb))
+            for f in range(self.n_folds):
+                out = folds == f
+                sub = self._fit_state(Xb[~out], None if ab is None else ab[~out])
+                distances[out] = self._distances(
+                    self._transform(Xb[out], sub), None if ab is None else ab[out], None, sub
+                )
+        self.prototype_, self.agent_prototypes_ = state["pooled"], state["agents"]
+        self.whitener_, self.center_ = state["whitener"], state["center"]
+        self.threshold_ = float(np.quantile(distances, self.quantile))
         return self
 
-    def _reference(self, agents: np.ndarray | None, n: int, protos: dict | None) -> np.ndarray:
-        if agents is None or not self.agent_prototypes_:
-            return np.broadcast_to(self.prototype_, (n, len(self.prototype_)))
-        protos = self.agent_prototypes_ if protos is None else protos
-        return np.stack([protos.get(a, self.prototype_) for a in agents.tolist()])
+    def _fit_state(self, X: np.ndarray, agents: np.ndarray | None) -> dict[str, Any]:
+        """Prototypes (in the metric's space) and, for ``mahalanobis``, the whitening map."""
+        center, whitener = np.zeros(X.shape[1]), None
+        if self.metric == "mahalanobis":
+            from sklearn.covariance import LedoitWolf
+
+            resid = X - X.mean(0)
+            if agents is not None:
+                for a in np.unique(agents):
+                    resid[agents == a] = X[agents == a] - X[agents == a].mean(0)
+            cov = LedoitWolf().fit(resid).covariance_
+            vals, vecs = np.linalg.eigh(cov)
+            whitener = vecs / np.sqrt(np.maximum(vals, 1e-12 * vals.max()))
+            center = X.mean(0)
+        state = {"center": center, "whitener": whitener}
+        Z = self._transform(X, state)
+        state["pooled"] = self._centroid(Z)
+        state["agents"] = (
+            {}
+            if agents is None
+            else {a: self._centroid(Z[agents == a]) for a in np.unique(agents).tolist()}
+        )
+        return state
+
+    def _transform(self, X: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+        if state["whitener"] is None:
+            return _normalize(X)
+        return (X - state["center"]) @ state["whitener"]
+
+    def _centroid(self, Z: np.ndarray) -> np.ndarray:
+        return _normalize(Z.mean(0)) if self.metric == "cosine" else Z.mean(0)
+
+    def _dist(self, Z: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        if self.metric == "cosine":
+            return 1 - np.einsum("nd,nd->n", Z, ref)
+        return np.einsum("nd,nd->n", Z - ref, Z - ref)
+
+    def _reference(
+        self, agents: np.ndarray | None, n: int, protos: dict | None, state: dict[str, Any]
+    ) -> np.ndarray:
+        pooled = state["pooled"]
+        if agents is None or not state["agents"]:
+            return np.broadcast_to(pooled, (n, len(pooled)))
+        protos = state["agents"] if protos is None else protos
+        return np.stack([protos.get(a, pooled) for a in agents.tolist()])
 
     def _distances(
-        self, Z: np.ndarray, agents: np.ndarray | None, protos: dict | None
+        self, Z: np.ndarray, agents: np.ndarray | None, protos: dict | None, state: dict[str, Any]
     ) -> np.ndarray:
-        return 1 - np.einsum("nd,nd->n", Z, self._reference(agents, len(Z), protos))
+        return self._dist(Z, self._reference(agents, len(Z), protos, state))
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "pooled": self.prototype_,
+            "agents": self.agent_prototypes_,
+            "whitener": self.whitener_,
+            "center": self.center_,
+        }
 
     def decision_function(self, X: Any, groups: Any = None, agents: Any = None) -> np.ndarray:
-        """Cosine distances; with ``update="moving"`` and ``groups`` (rounds), round by round."""
+        """Distances to the prototypes; moving ones with ``update="moving"`` and ``groups``.
+
+        ``groups`` are the rounds, in time order (first seen, first scored): after a round is
+        scored, each agent's prototype moves toward the mean of its unflagged messages of it.
+        """
         check_is_fitted(self, "prototype_")
-        Z = _normalize(np.asarray(X, dtype=np.float64))
+        X = self._validate(X)
+        state = self._state()
+        Z = self._transform(X, state)
         agents = None if agents is None else np.asarray(agents)
         if self.update == "fixed" or groups is None:
-            return self._distances(Z, agents, None)
+            return self._distances(Z, agents, None, state)
         groups = np.asarray(groups)
         out = np.empty(len(Z))
         protos = dict(self.agent_prototypes_) or {None: self.prototype_}
         keys = agents if agents is not None and self.agent_prototypes_ else np.full(len(Z), None)
-        for g in sorted(set(groups.tolist())):
+        order = list(dict.fromkeys(groups.tolist()))  # first-seen order: the rows' time order
+        for g in order:
             rows = np.flatnonzero(groups == g)
             ref = np.stack([protos.get(k, self.prototype_) for k in keys[rows].tolist()])
-            out[rows] = 1 - np.einsum("nd,nd->n", Z[rows], ref)
+            out[rows] = self._dist(Z[rows], ref)
             for k in set(keys[rows].tolist()):
                 keep = rows[(keys[rows] == k) & (out[rows] <= self.threshold_)]
                 if len(keep):
                     old = protos.get(k, self.prototype_)
                     new = self.momentum * old + (1 - self.momentum) * Z[keep].mean(0)
-                    protos[k] = _normalize(new)
+                    protos[k] = self._centroid(new[None])
         return out
 
 
@@ -158,16 +274,15 @@ class MahalanobisDetector(_Thresholded):
         """Fits mean, covariance and threshold on the benign rows."""
         from sklearn.covariance import LedoitWolf
 
-        X = _benign(X, y, self.min_benign)
+        X = _benign(self, X, y, self.min_benign)
         self.covariance_ = LedoitWolf().fit(X)
         self.threshold_ = float(np.quantile(self.covariance_.mahalanobis(X), self.quantile))
-        self.n_features_in_ = X.shape[1]
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Squared Mahalanobis distances."""
         check_is_fitted(self, "covariance_")
-        return self.covariance_.mahalanobis(np.asarray(X, dtype=np.float64))
+        return self.covariance_.mahalanobis(self._validate(X))
 
 
 class TextMajorityDetector(_Thresholded):
@@ -177,13 +292,20 @@ class TextMajorityDetector(_Thresholded):
         self.online = online
 
     def fit(self, X: Any = None, y: Any = None) -> TextMajorityDetector:
-        """Nothing to learn (the threshold is 0.5: flagged when it disagrees)."""
+        """Nothing to learn (the threshold is 0.5: flagged when it disagrees); ``X`` is checked."""
+        if X is not None:
+            X = validate_data(self, X, reset=True)
+            if X.shape[1] != 2:
+                raise DetectorError(
+                    f"X must be (messages, 2) rows of (group, answer), got {X.shape}"
+                )
         self.threshold_ = 0.5
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
         """1 where the answer differs from its group's (strict) majority, else 0."""
         check_is_fitted(self, "threshold_")
+        X = validate_data(self, X, reset=False) if hasattr(self, "n_features_in_") else X
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != 2:
             raise DetectorError(f"X must be (messages, 2) rows of (group, answer), got {X.shape}")

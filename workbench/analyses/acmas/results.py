@@ -33,6 +33,7 @@ class ScheduleResult:
         labels: ``(n_test,)`` 1 for a compromised agent's message.
         text_scores: ``(n_test,)`` the text baseline's disagreement flags.
         text_metrics: The text baseline's ``(F1, AUROC, FPR)``.
+        tasks: ``(n_test,)`` the task of each scored message (intervals resample tasks).
     """
 
     schedule: str
@@ -46,6 +47,7 @@ class ScheduleResult:
     labels: np.ndarray
     text_scores: np.ndarray
     text_metrics: tuple[float, float, float]
+    tasks: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         shape = (len(self.detectors), len(self.layers))
@@ -67,6 +69,10 @@ class ScheduleResult:
                 f"scores {self.scores.shape} / text {self.text_scores.shape} vs {n} labels"
             )
         object.__setattr__(self, "text_metrics", tuple(float(v) for v in self.text_metrics))
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", np.asarray(self.tasks, dtype=int))
+            if self.tasks.shape != (n,):
+                raise ValueError(f"tasks has shape {self.tasks.shape}, expected ({n},)")
 
     def metric(self, name: str, detector: str = "prototype", layer: str | None = None) -> float:
         """``f1``/``auroc``/``fpr`` of ``detector`` at ``layer`` (default: the deepest selected)."""
@@ -84,6 +90,7 @@ class ScheduleResult:
                 for k in ("f1", "auroc", "fpr", "scores", "preds", "labels", "text_scores")
             },
             "text_metrics": list(self.text_metrics),
+            "tasks": None if self.tasks is None else self.tasks.tolist(),
         }
 
     @classmethod
@@ -101,6 +108,7 @@ class ScheduleResult:
             d["labels"],
             d["text_scores"],
             tuple(d["text_metrics"]),
+            d.get("tasks"),
         )
 
 
@@ -161,12 +169,17 @@ class RestorationResult:
 
 @dataclass(frozen=True, eq=False)
 class AcmasResult:
-    """The whole study: detection per schedule, restoration (built-in system only), notes."""
+    """The whole study: detection per schedule, restoration (built-in system only), notes.
+
+    ``toy`` is the toy agent LM's training record (steps to the criterion, seconds, held-out
+    accuracy, cache key), ``None`` for another model.
+    """
 
     model: str
     schedules: tuple[ScheduleResult, ...]
     restoration: RestorationResult | None
     notes: list[str] = field(default_factory=list)
+    toy: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.schedules:
@@ -197,6 +210,7 @@ class AcmasResult:
             "schedules": [s.to_dict() for s in self.schedules],
             "restoration": self.restoration.to_dict() if self.restoration else None,
             "notes": list(self.notes),
+            "toy": self.toy,
         }
 
     @classmethod
@@ -208,4 +222,5 @@ class AcmasResult:
             tuple(ScheduleResult.from_dict(s) for s in d["schedules"]),
             RestorationResult.from_dict(r) if r else None,
             list(d["notes"]),
+            d.get("toy"),
         )
