@@ -82,13 +82,14 @@ from workbench.analyses.depth_ensemble.scaling import (
     fit_scaling_law,
     read_runs,
 )
-from workbench.analyses.depth_ensemble.study import ANALYSIS, check, run, save
+from workbench.analyses.depth_ensemble.study import ANALYSIS, CLAIMS, check, claims, run, save
 from workbench.analyses.depth_ensemble.summary import METRIC_KEYS, metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyFit, ToyResult, ToyStudent, ToyTeacher
 
 __all__ = [
     "ANALYSIS",
     "BUILTIN_CSV",
+    "CLAIMS",
     "FIGURES",
     "METRIC_KEYS",
     "PARAMS",
@@ -107,6 +108,7 @@ __all__ = [
     "ToyStudent",
     "ToyTeacher",
     "check",
+    "claims",
     "early_exit_fraction",
     "exit_layers",
     "fit_log_power_law",

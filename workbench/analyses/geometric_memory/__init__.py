@@ -94,7 +94,9 @@ from workbench.analyses.geometric_memory.results import (
 )
 from workbench.analyses.geometric_memory.study import (
     ANALYSIS,
+    CLAIMS,
     METRIC_KEYS,
+    claims,
     ingredient_settings,
     metrics,
     run,
@@ -103,6 +105,7 @@ from workbench.analyses.geometric_memory.study import (
 
 __all__ = [
     "ANALYSIS",
+    "CLAIMS",
     "FAMILIES",
     "FIGURES",
     "METRIC_KEYS",
@@ -116,6 +119,7 @@ __all__ = [
     "PathAccuracy",
     "TrainingCurve",
     "build_graph",
+    "claims",
     "cooccurrence_graph",
     "cosine_matrix",
     "distance_spearman",
