@@ -155,3 +155,10 @@ def test_config_from_params_validation_and_key():
     assert base.key() == an.AnisotropyConfig(device="cpu", batch_size=3).key()
     assert base.key() != an.AnisotropyConfig(n_texts=3).key()
     assert base.key("checkpoints") == an.AnisotropyConfig(checkpoints="none").key("checkpoints")
+
+
+def test_peak_gain_is_the_rise_of_the_peak_over_the_first_value():
+    # tiny-lm's last layer: up from initialization, a peak at step 10, then down
+    assert an.peak_gain([0.1, 0.99, 0.98, 0.28]) == (pytest.approx(0.89), 1)
+    assert an.peak_gain([0.5, 0.2, 0.4]) == (pytest.approx(-0.1), 2)  # never above the start
+    assert an.peak_gain([0.3]) is None  # a single checkpoint: no curve

@@ -65,6 +65,8 @@ def test_metrics_keys_and_values(study):
     ):
         assert 0 <= acc <= 1 and 0 <= ctrl <= 1 and sel == pytest.approx(acc - ctrl, abs=1e-9)
     assert result.steering.effect[0] == 0.0 and len(result.steering.random) == 2
+    gaps = [t - g for t, g in zip(m["kl_tuned_by_layer"], m["kl_logit_by_layer"], strict=True)]
+    assert m["kl_tuned_minus_logit_max"] == max(gaps[:-1])  # every layer but the last
     json.dumps(m, allow_nan=False)
 
 

@@ -40,6 +40,7 @@ from workbench.analyses.anisotropy.collect import resolve_checkpoints
 from workbench.analyses.anisotropy.compute import (
     layer_metrics,
     measure_checkpoint,
+    peak_gain,
     step_of,
     tangent_basis,
     tangent_point,
@@ -53,12 +54,21 @@ from workbench.analyses.anisotropy.results import (
     CheckpointResult,
     LayerMetrics,
 )
-from workbench.analyses.anisotropy.study import ANALYSIS, METRIC_KEYS, metrics, run, save
+from workbench.analyses.anisotropy.study import (
+    ANALYSIS,
+    CLAIMS,
+    METRIC_KEYS,
+    claims,
+    metrics,
+    run,
+    save,
+)
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint, TangentResult
 
 __all__ = [
     "ANALYSIS",
     "CHECKPOINT_METRICS",
+    "CLAIMS",
     "FIGURES",
     "LAYER_METRICS",
     "METRIC_KEYS",
@@ -69,9 +79,11 @@ __all__ = [
     "TangentBasis",
     "TangentPoint",
     "TangentResult",
+    "claims",
     "layer_metrics",
     "measure_checkpoint",
     "metrics",
+    "peak_gain",
     "resolve_checkpoints",
     "run",
     "save",

@@ -34,6 +34,8 @@ ANALYSIS = "anisotropy"
 METRIC_KEYS = (
     "per_layer",
     "per_checkpoint",
+    "mean_cosine_peak_gain",
+    "mean_cosine_peak_step",
     "freq_distance_corr",
     "freq_distance_by_layer",
     "embedding_freq_distance_corr",
@@ -45,6 +47,13 @@ METRIC_KEYS = (
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
 
 CLAIMS = (
+    Claim(
+        "anisotropy rises early in training (last layer)",
+        "mean_cosine_peak_gain",
+        ">",
+        0.0,
+        paper="mean cosine rises sharply in the first steps",
+    ),
     Claim(
         "frequent tokens sit nearer the centroid (last layer)",
         "freq_distance_corr",
@@ -202,11 +211,14 @@ def metrics(result: AnisotropyResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
     final, tangent_result = result.final, result.tangent
     last = tangent_result.points[-1] if tangent_result is not None else None
+    rise = compute.peak_gain([c.layers[-1].mean_cosine for c in result.checkpoints])
     return {
         "per_layer": [
             {"layer": m.layer, **{k: getattr(m, k) for k in LAYER_METRICS}} for m in final.layers
         ],
         "per_checkpoint": result.rows(),
+        "mean_cosine_peak_gain": rise[0] if rise else None,
+        "mean_cosine_peak_step": result.checkpoints[rise[1]].step if rise else None,
         "freq_distance_corr": final.freq_distance_corr,
         "freq_distance_by_layer": list(final.freq_distance_by_layer),
         "embedding_freq_distance_corr": final.embedding_freq_corr,

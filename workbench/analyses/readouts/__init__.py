@@ -44,11 +44,20 @@ from workbench.analyses.readouts.results import (
     ReadoutsResult,
     SteeringResult,
 )
-from workbench.analyses.readouts.study import ANALYSIS, METRIC_KEYS, metrics, run, save
+from workbench.analyses.readouts.study import (
+    ANALYSIS,
+    CLAIMS,
+    METRIC_KEYS,
+    claims,
+    metrics,
+    run,
+    save,
+)
 
 __all__ = [
     "ANALYSIS",
     "CHAR_CLASSES",
+    "CLAIMS",
     "FIGURES",
     "LENSES",
     "METRIC_KEYS",
@@ -57,6 +66,7 @@ __all__ = [
     "ReadoutsResult",
     "SteeringResult",
     "char_class",
+    "claims",
     "metrics",
     "probe_labels",
     "run",
