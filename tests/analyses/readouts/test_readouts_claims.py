@@ -1,0 +1,88 @@
+"""The readouts study's paper claims (``CLAIMS``) on the default tiny-lm at test size, seeds 0-2.
+
+The claims are the default's: the model is the embedded ``tiny-lm`` itself (the session's small
+tiny-lm, 50 steps at width 32, has barely left the unigram stage: its probe is near chance and
+steering moves nothing). Only the study is shrunk: fewer texts, a shorter tuned-lens training,
+one probe repetition, four random vectors. CI reruns this file under PyTorch's scalar kernels
+(``ATEN_CPU_CAPABILITY=default``).
+
+A study seed changes the tuned lens, the probe's folds and control labels and the random
+vectors; the logit and last-block lens curves do not depend on it, so they are computed once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from workbench.analyses import readouts as ro
+from workbench.analyses.readouts import collect
+from workbench.models.tiny_lm import default_path
+
+pytestmark = [pytest.mark.claims, pytest.mark.slow]
+
+SEEDS = (0, 1, 2)
+CONFIG = ro.ReadoutsConfig(
+    model="tiny-lm",
+    n_texts=48,
+    tuned_texts=96,
+    tuned_steps=100,
+    max_length=32,
+    probe_cv=3,
+    probe_seeds=1,
+    steer_random=4,
+    device="cpu",
+)
+
+
+def ensure_default_tiny_lm() -> Path:
+    """The default tiny-lm, trained once into ``$WORKBENCH_HOME`` when it is not cached yet.
+
+    Tests never train it in-process (``tests/conftest.py`` forbids it: minutes of CPU); the claims
+    are the default's, so it is trained here as ``workbench train tiny-lm`` would, in a child
+    process, under a lock so that two test workers train it once.
+    """
+    path = default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".train.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path / "training.json").is_file():
+            code = "from workbench.models.tiny_lm import ensure_tiny_lm; ensure_tiny_lm()"
+            subprocess.run([sys.executable, "-c", code], check=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def default_tiny_lm() -> Path:
+    return ensure_default_tiny_lm()
+
+
+@pytest.fixture(scope="module")
+def shared_curves():
+    """The seed-independent lens curves (logit, last block), computed once for every seed."""
+    curves = {}
+    lens_curve = collect.lens_curve
+
+    def cached(subject, lens, held, config, tuned):
+        if lens == "tuned":
+            return lens_curve(subject, lens, held, config, tuned)
+        if lens not in curves:
+            curves[lens] = lens_curve(subject, lens, held, config, tuned)
+        return curves[lens]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(collect, "lens_curve", cached)
+        yield
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_paper_claims_hold(seed, default_tiny_lm, shared_curves):
+    result = ro.run(replace(CONFIG, seed=seed))
+    table = ro.claims(result)
+    assert len(table) == len(ro.CLAIMS)
+    assert table.all_hold, f"seed {seed}: {table.failed()} fail\n{table!r}"
