@@ -163,6 +163,9 @@ def test_patching_card_is_the_grid_with_clean_and_corrupt_tokens():
     html = big._repr_mimebundle_()["text/html"]
     assert "not shown: 12 sites and 8 positions" in html
     short(repr(big))
+    huge = patching_result(80, 60)
+    data = huge._repr_mimebundle_()[JSON_MIME]
+    assert data["scores"] is None and "not embedded" in data["note"]
 
 
 def test_steering_bundle_compares_with_random_vectors():
@@ -195,7 +198,12 @@ class _Study:
 def test_study_result_bundle_shows_metrics_claims_figures_and_provenance():
     from workbench.claims import Claim, evaluate
 
-    metrics = {"kl_by_layer": [3.0, 2.0, None, 0.5] * 5, "effect": 0.25, "name": "<x>"}
+    metrics = {
+        "kl_by_layer": [3.0, 2.0, None, 0.5] * 5,
+        "effect": 0.25,
+        "name": "<x>",
+        "per_checkpoint": [[float(i)] * 500 for i in range(300)],
+    }
     claims = evaluate((Claim("effect positive", "effect", ">", 0.0),), metrics)
     bundle = B.study_result_bundle(
         _Study(),
@@ -212,6 +220,7 @@ def test_study_result_bundle_shows_metrics_claims_figures_and_provenance():
     )
     html = bundle["text/html"]
     assert "kl_by_layer" in html and "(+8)" in html and "&lt;x&gt;" in html
+    assert "per_checkpoint" in html and len(html) < 20_000  # nested lists are summarized
     assert "claims: 1/1 hold" in html and "effect positive" in html
     assert "lens_kl, probe" in html and "tiny-lm @ step-500" in html
     assert "resid_post.1-2" in html and "seed 0" in html

@@ -296,13 +296,19 @@ def _model_line(record: Mapping[str, Any]) -> str:
     return f"{model} @ {record['revision']}" if record.get("revision") else str(model)
 
 
-def _short(value: Any, n: int = 6) -> str:
+def _short(value: Any, n: int = 6, limit: int = 200) -> str:
+    """A value in at most ``limit`` characters: numbers formatted, nested lists summarized."""
     if isinstance(value, list | tuple):
-        shown = ", ".join(H.fmt(v) for v in value[:n])
-        return f"[{shown}{', ...' if len(value) > n else ''}] ({len(value)})"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(list(map(str, value))[:n]) + ("...}" if len(value) > n else "}")
-    return H.fmt(value)
+        items = [
+            _short(v, 3, 40) if isinstance(v, list | tuple | Mapping) else H.fmt(v)
+            for v in value[:n]
+        ]
+        text = f"[{', '.join(items)}{', ...' if len(value) > n else ''}] ({len(value)})"
+    elif isinstance(value, Mapping):
+        text = "{" + ", ".join(list(map(str, value))[:n]) + (", ...}" if len(value) > n else "}")
+    else:
+        text = H.fmt(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def metrics_table(metrics: Mapping[str, Any], max_items: int = 12) -> str:

@@ -25,6 +25,8 @@ MAX_POSITIONS = 32
 """Positions (columns) per lens table or patching grid."""
 MAX_GRID_SITES = 48
 """Sites (rows) of a patching grid."""
+MAX_JSON_CELLS = 4096
+"""Cells of a patching grid embedded as JSON (a larger grid keeps only its headline numbers)."""
 
 
 # ----- LensResult --------------------------------------------------------------------------------
@@ -265,10 +267,18 @@ def patching_bundle(
         body,
         footer(record),
     )
+    data = result.to_dict()
+    if result.scores.size > MAX_JSON_CELLS:
+        for key in ("scores", "recovered"):
+            data[key] = None
+        data["note"] = (
+            f"grid of {result.scores.size} cells not embedded (over {MAX_JSON_CELLS}); "
+            "result.to_dict() has it"
+        )
     return mimebundle(
         html=html,
         text=patching_repr(result),
-        data=result.to_dict(),
+        data=data,
         figure=lambda: result.figure("recovered"),
         include=include,
         exclude=exclude,

@@ -21,7 +21,7 @@ from workbench.display.results import lens_table
 from workbench.explore._base import ExplorerError, esm
 from workbench.explore._widget import Explorer
 
-MAX_ROWS = 512
+MAX_ROWS = 256
 """Positions (over all texts, whole texts first) embedded in the widget."""
 MAX_K = 10
 """Top tokens per cell embedded in the widget."""
