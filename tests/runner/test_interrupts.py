@@ -117,6 +117,8 @@ def _kill_and_check(proc, marker, out, sig) -> tuple[set[str], int, str]:
 def _resume_runs_each_unfinished_point_once(args, out, marker, unfinished) -> None:
     before = len(_lines(marker))
     resumed = workbench(*args)
+    if resumed.returncode != 0 and "timed out during startup" in resumed.stderr:
+        pytest.skip("Ray's local cluster did not start in time on this machine (resume)")
     assert resumed.returncode == 0, resumed.stderr
     done = len(POINTS) - len(unfinished)
     assert f"{len(unfinished)} ran, {done} already done, 0 failed" in resumed.stdout

@@ -65,6 +65,24 @@ def gather(run_dir: Path, target: Path) -> list[Path]:
     return copied
 
 
+def _replace_figures(run_dir: Path, target: Path) -> list[Path]:
+    """Gathers a run's figures into a sibling folder, then swaps it for ``target``.
+
+    An interrupted demo leaves each analysis's figure folder whole, old or new, never half copied.
+    """
+    staging = target.with_name(f".{target.name}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    copied = gather(run_dir, staging)
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    if staging.exists():
+        staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return [target / path.name for path in copied]
+
+
 def _rel(path: Path, start: Path) -> str:
     return html.escape(Path(os.path.relpath(path, start)).as_posix(), quote=True)
 
@@ -207,10 +225,7 @@ def run_demo(
         runs[name] = run_analysis(
             name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout, formats=formats
         )
-        target = fig_root / name
-        if target.exists():
-            shutil.rmtree(target)
-        figures[name] = gather(runs_root / name, target)
+        figures[name] = _replace_figures(runs_root / name, fig_root / name)
     fig_root.mkdir(parents=True, exist_ok=True)
     index = fig_root / "index.html"
     atomic_write_bytes(index, index_page(fig_root, runs, figures).encode())

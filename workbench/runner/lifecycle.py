@@ -3,8 +3,8 @@
 The processes of a local sweep::
 
     workbench sweep                 the command (the parent)
-    ├─ resource tracker             multiprocessing's; exits when every holder of its pipe has
-    ├─ pool worker × N              (the parent and the workers)
+    ├─ resource tracker             multiprocessing's: exits when its pipe has no writer left
+    ├─ pool worker × N              (the parent and the workers hold it)
     │  └─ kernel                    papermill's ipykernel, in a session (process group) of its own
     │     └─ ...                    whatever the notebook started, in the kernel's group
     └─ (Ray: gcs_server, raylet, Ray workers, each with its kernel, when the sweep started Ray)
@@ -17,7 +17,9 @@ Three ways they end:
   between the worker's start and its ``prctl``). The worker then stops its kernel (the kernel's
   whole process group, SIGTERM, then SIGKILL after a grace) and exits at once, so the point it was
   running stays unfinished (no complete ``results.json``) and the resumed sweep runs it again.
-  With the workers gone, the resource tracker sees its pipe close and exits too.
+  With the workers gone, the resource tracker sees its pipe close and exits too. A local Ray
+  cluster's processes are started by Ray itself to die with the driver (``fate_share``); a Ray
+  worker's kernel then exits by the poll below.
 - **The command is interrupted** (SIGINT, SIGTERM): :func:`interrupts` turns the signal into
   :class:`Interrupted`, which unwinds the command: a sweep stops its workers with SIGTERM (the same
   path as above) or cancels its Ray tasks and stops the local Ray cluster it started, a
@@ -309,7 +311,13 @@ def guard_worker(parent: int) -> None:
     when the parent dies) stops the kernel and exits with 143; SIGINT is ignored (a Ctrl-C at the
     terminal reaches the whole foreground group, and the parent answers it by stopping the
     workers). A daemon thread polls the parent pid as well, on every platform.
+
+    Linux sends the signal when the *thread* that started the worker ends; a
+    :class:`~workbench.runner.backends.LocalBackend` starts its workers from the thread that
+    submits to it, which is the sweep's, so the two end together.
     """
+    with contextlib.suppress(ImportError):
+        import psutil  # noqa: F401  (imported now, not first inside a signal handler)
     signal.signal(signal.SIGINT, lambda *_: None)  # not SIG_IGN, which kernels would inherit
     signal.signal(signal.SIGTERM, _on_term)
     _set_pdeathsig(signal.SIGTERM)
