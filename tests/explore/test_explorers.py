@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +188,102 @@ def test_es_modules_are_self_contained(name):
             [node, "--input-type=module", "--check"], input=source, text=True, capture_output=True
         )
         assert check.returncode == 0, check.stderr
+
+
+HARNESS = Path(__file__).with_name("dom_harness.mjs")
+
+
+def run_front_end(widget, names, actions, tmp_path):
+    """Runs the widget's ES module in node against a fake DOM; returns the harness's report."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node to run the explorers' ES modules")
+    module = tmp_path / "widget.mjs"
+    module.write_text(widget._esm)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({name: getattr(widget, name) for name in names}))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(actions))
+    done = subprocess.run(
+        [node, str(HARNESS), str(module), str(state), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["cleanup"] and report["handlers_left"] == 0
+    return report
+
+
+def _shown(token: str) -> str:
+    """A token as the ES modules write it (the same marks as workbench.display.html.token)."""
+    text = token.replace("\n", "⏎").replace("\t", "⇥")
+    stripped = text.lstrip(" ")
+    return ("␣" * (len(text) - len(stripped)) + stripped) or "∅"
+
+
+def test_lens_front_end_draws_clicks_and_switches(subject, tmp_path):
+    widget = explore.lens(subject, TEXTS, top_k=3)
+    lens = widget.data["lenses"]["logit"]
+    row = 2
+    token = lens["top_tokens"][1][row][0]
+    clicked = _shown(token)
+    report = run_front_end(
+        widget,
+        ["data", "lens", "text", "selected"],
+        [{"click": {"text": clicked}}, {"select": [0, "last_block"]}, {"select": [1, "1"]}],
+        tmp_path,
+    )
+    first = report["sets"][0]
+    assert first[0] == "selected" and first[1]["lens"] == "logit"
+    sel = first[1]
+    assert _shown(lens["top_tokens"][sel["layer"]][sel["row"]][0]) == clicked
+    assert ["lens", "last_block"] in report["sets"]
+    assert ["text", 1] in report["sets"] and report["state"]["selected"] == {}
+    n_rows = widget.data["texts"][1][1] - widget.data["texts"][1][0]
+    assert report["cells"] == 3 * (n_rows + 2)  # layer, one cell per position, KL
+    assert report["titles"] and "0." in report["titles"][0]
+
+
+def test_lens_front_end_shows_the_top_k_of_a_selected_cell(subject, tmp_path):
+    widget = explore.lens(subject, TEXTS, top_k=3)
+    widget.selected = {"lens": "logit", "layer": 2, "row": 1}
+    report = run_front_end(widget, ["data", "lens", "text", "selected"], [], tmp_path)
+    tops = widget.top_k()
+    assert "logit lens, layer 2" in report["text"]
+    for token, prob in tops:
+        assert f"{prob:.3f}  {_shown(token)}" in report["text"]
+
+
+def test_activations_front_end_hover_slider_and_colours(acts, tmp_path):
+    widget = explore.activations(acts, site="resid_post", max_points=40)
+    report = run_front_end(
+        widget,
+        ["data", "layer", "color_by", "hovered"],
+        [{"hover": 3}, {"input": 2}, {"select": [0, "text"]}],
+        tmp_path,
+    )
+    assert report["sets"][:3] == [["hovered", 3], ["layer", 2], ["color_by", "text"]]
+    assert report["circles"] == len(widget.data["rows"])
+    assert "resid_post layer 2" in report["text"] and "text 0" in report["text"]
+
+
+def test_patching_front_end_click_shows_the_cell(subject, tmp_path):
+    from workbench.interventions import activation_patching
+
+    result = activation_patching(
+        subject, "The quick brown fox", "The quick brown dog", progress=False
+    )
+    widget = explore.patching(result)
+    value = widget.data["recovered"][0][0]
+    report = run_front_end(
+        widget,
+        ["data", "kind", "selected"],
+        [{"click": {"text": f"{value:.2f}"}}, {"select": [0, "metric"]}],
+        tmp_path,
+    )
+    assert report["sets"][0][0] == "selected" and ["kind", "metric"] in report["sets"]
+    sel = report["state"]["selected"]
+    assert f"{widget.data['sites'][sel['site']]} at position" in report["text"]
+    assert "clean token" in report["text"] and "recovered" in report["text"]
