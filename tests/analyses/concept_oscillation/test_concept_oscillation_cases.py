@@ -152,12 +152,16 @@ def test_training_examples_follow_the_noise_levels():
     ids = {t: i for i, t in enumerate(spec.vocab)}
     r = random.Random(0)
     rows = [toy.training_example(spec, r) for _ in range(4000)]
-    kinds = {"a": 0, "b": 0, "both": 0}
+    kinds = {"a": 0, "b": 0, "both": 0, "irrelevant": 0}
     for tokens, _ in rows:
-        kinds[
-            "both" if "[A]" in tokens and "[B]" in tokens else "a" if "[A]" in tokens else "b"
-        ] += 1
-    assert kinds["both"] / 4000 == pytest.approx(spec.mix[2], abs=0.03)
+        asked = tokens[-1]
+        shown = [t.split("=")[0] for t in tokens if "=" in t]
+        if "[A]" in tokens and "[B]" in tokens:
+            kinds["both" if asked in shown else "irrelevant"] += 1
+        else:
+            kinds["a" if "[A]" in tokens else "b"] += 1
+    for i, kind in enumerate(kinds):
+        assert kinds[kind] / 4000 == pytest.approx(spec.mix[i], abs=0.03), kind
     batch = toy.training_batch(spec, ids, 16, torch.Generator().manual_seed(0))
     again = toy.training_batch(spec, ids, 16, torch.Generator().manual_seed(0))
     assert all(torch.equal(batch[k], again[k]) for k in batch)

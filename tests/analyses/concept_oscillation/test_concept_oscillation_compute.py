@@ -192,6 +192,8 @@ def test_analyze_builds_a_result_that_round_trips_through_json():
     again = ConceptOscillationResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again.to_dict() == result.to_dict()
     assert len(result.oscillations.ambiguous) + len(result.oscillations.clear) == 40
+    if len(result.oscillations.ambiguous) and result.oscillations.clear.any():
+        assert result.ratio_ci is not None and again.ratio_ci == result.ratio_ci
     assert (
         result.conflict_oscillations.tolist()
         == co.count_oscillations(
@@ -218,3 +220,42 @@ def test_results_check_their_shapes():
         ProbeCurve(np.arange(3), [0.5], [0.5], [0.5], [0.5], 0.5, 3)
     with pytest.raises(InputError, match="counts"):
         OscillationSummary(np.array([-1]), np.zeros(0, int), np.zeros(0, int))
+
+
+def test_ratio_interval_is_a_percentile_bootstrap_of_the_two_groups():
+    rng = np.random.default_rng(8)
+    ambiguous, clear = rng.poisson(0.4, 300), rng.poisson(0.1, 900)
+    lo, hi = compute.ratio_interval(ambiguous, clear, n_bootstrap=2000, seed=1)
+    ratio = ambiguous.mean() / clear.mean()
+    assert lo < ratio < hi
+    # against a loop over replicates with the same draws
+    draws = np.random.default_rng(1)
+    a = draws.choice(ambiguous.astype(float), (2000, 300)).mean(1)
+    c = draws.choice(clear.astype(float), (2000, 900)).mean(1)
+    np.testing.assert_allclose([lo, hi], np.percentile(a / c, [2.5, 97.5]))
+    # the interval narrows with more cases (sampling, not the toy, sets its width)
+    lo4, hi4 = compute.ratio_interval(np.tile(ambiguous, 4), np.tile(clear, 4), seed=1)
+    assert hi4 - lo4 < (hi - lo) * 0.7
+    assert compute.ratio_interval([], clear) is None
+    assert compute.ratio_interval([1, 2], [0, 0]) is None
+
+
+def test_decision_layers_match_a_loop():
+    rng = np.random.default_rng(9)
+    top1 = rng.integers(0, 3, (6, 300))
+    final = top1[-1]
+    expected = []
+    for i in range(300):
+        layer = 6
+        while layer > 0 and top1[layer - 1, i] == final[i]:
+            layer -= 1
+        expected.append(layer)
+    assert compute.decision_layers(top1, final).tolist() == expected
+    assert compute.decision_layers(np.zeros((4, 2), int), [0, 1]).tolist() == [0, 4]
+
+
+def test_relation_features_are_the_lens_logit_difference_per_layer():
+    diff = np.arange(6.0).reshape(2, 3)
+    features = compute.relation_features(diff, [3, 5])
+    assert list(features) == [3, 5] and features[5].shape == (3, 1)
+    np.testing.assert_array_equal(features[5][:, 0], diff[1])

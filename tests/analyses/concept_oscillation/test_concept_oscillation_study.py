@@ -24,7 +24,7 @@ NOTEBOOK = REPO / "notebooks" / "concept_oscillation.ipynb"
 @pytest.fixture(scope="module")
 def toy_config():
     return co.ConceptOscillationConfig(
-        n_cases=60, n_bootstrap=200, toy_steps=150, batch_size=64, device="cpu"
+        n_cases=60, n_bootstrap=200, toy_steps=150, batch_size=64, lens="logit", device="cpu"
     )
 
 
@@ -45,6 +45,11 @@ def test_the_toy_study_runs_and_reports_every_metric(toy_study, toy_config):
     assert conflicts.lens_top1.shape == (6, 60) and result.run.controls.n == 30
     assert (conflicts.h_a > 0).all() and (conflicts.h_b > 0).all()
     assert result.training["steps"] == 150 and result.training["final_loss"] < 2.5
+    assert m["training_steps"] == 150 and m["oscillation_lens"] == "logit" and m["n_layers"] == 6
+    assert 0 <= m["decided_at_first_layer"] <= 1 and 0 <= m["decision_layer_mean"] <= 5
+    # the probe reads the lens's logit(Y_a) - logit(Y_b): at the last layer that is the answer
+    if result.probe is not None:
+        assert result.probe.accuracy[-1] > 0.95
     json.dumps(m, allow_nan=False)  # plain, finite JSON
 
 

@@ -225,6 +225,46 @@ def count_oscillations(top1: Any, y_a: Any, y_b: Any) -> np.ndarray:
     return counts
 
 
+def ratio_interval(
+    ambiguous: Any, clear: Any, *, n_bootstrap: int = 1000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap 95% interval of ``mean(ambiguous) / mean(clear)`` oscillations.
+
+    The two groups are resampled apart (cases with replacement); replicates whose clear mean is
+    0 are left out. ``None`` when a group is empty or every replicate is undefined.
+    """
+    ambiguous = np.asarray(ambiguous, dtype=np.float64)
+    clear = np.asarray(clear, dtype=np.float64)
+    if not len(ambiguous) or not len(clear):
+        return None
+    rng = np.random.default_rng(seed)
+    a = rng.choice(ambiguous, (n_bootstrap, len(ambiguous))).mean(1)
+    c = rng.choice(clear, (n_bootstrap, len(clear))).mean(1)
+    ratios = a[c > 0] / c[c > 0]
+    if not len(ratios):
+        return None
+    tail = (1 - CONFIDENCE) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def decision_layers(lens_top1: Any, final: Any) -> np.ndarray:
+    """Per case, the first layer from which the lens's top-1 is the final answer to the end.
+
+    ``0`` means the lens shows the decision from the first layer on; ``n_layers`` would mean
+    never (the last layer's lens is the model's output, so at most ``n_layers - 1``).
+
+    Args:
+        lens_top1: ``(n_layers, n)`` top-1 token id per layer.
+        final: ``(n,)`` the model's answer.
+    """
+    lens_top1 = np.asarray(lens_top1, dtype=np.int64)
+    same = lens_top1 == np.asarray(final, dtype=np.int64)[None]
+    # layers after the last disagreement: count trailing agreements from the top
+    trailing = np.cumprod(same[::-1], axis=0).sum(0)
+    return (len(lens_top1) - trailing).astype(np.int64)
+
+
 def ambiguous_mask(dh: Any, balance: float | None, width: float = AMBIGUOUS_WIDTH) -> np.ndarray:
     """Cases within ``width`` of the balance point (all ``False`` when it is undefined)."""
     dh = np.asarray(dh, dtype=np.float64)
@@ -281,12 +321,15 @@ def probe_curve(
     """Per-layer linear probe for "will the model follow source A?" (cross-validated).
 
     The probe (:class:`workbench.probes.LinearProbe` through :func:`workbench.probes.probe_sweep`)
-    reads the residual stream at the last position of the two-source prompt; the labels are the
-    model's own final choice, for the cases that answer ``Y_a`` or ``Y_b``. The control is the
-    same probe on shuffled labels.
+    reads one feature matrix per layer; the labels are the model's own final choice, for the cases
+    that answer ``Y_a`` or ``Y_b``. The control is the same probe on shuffled labels. The study
+    gives it the residual read along the two answers' unembedding difference (the lens's
+    ``logit(Y_a) - logit(Y_b)``, see :func:`relation_features`): "follows A" is a relation
+    between the residual and the case's two answers, which a read of the raw residual alone, the
+    same direction for every case, does not give (that probe stayed at the majority baseline).
 
     Args:
-        features: Layer to ``(n, d)`` activations of every conflict case.
+        features: Layer to ``(n, d)`` features of every conflict case.
         follow_a: ``(n,)`` the answer is ``Y_a``.
         used: ``(n,)`` the answer is ``Y_a`` or ``Y_b``.
         seed: Seed of the folds and the shuffled control.
@@ -332,6 +375,16 @@ def probe_curve(
     )
 
 
+def relation_features(lens_diff: Any, layers: Any) -> dict[int, np.ndarray]:
+    """The probe's features: each layer's lens ``logit(Y_a) - logit(Y_b)`` as an ``(n, 1)`` column.
+
+    This is the residual read along ``u(Y_a) - u(Y_b)`` (the two answers' unembedding rows,
+    after the lens's translator and the final norm): a direction that depends on the case.
+    """
+    diff = np.asarray(lens_diff, dtype=np.float64)
+    return {int(layer): diff[i][:, None] for i, layer in enumerate(np.asarray(layers))}
+
+
 def analyze(
     run: CaseRun,
     *,
@@ -356,6 +409,8 @@ def analyze(
     ambiguous = ambiguous_mask(dh, curve.balance_point)
     counts = count_oscillations(conflicts.lens_top1, conflicts.y_a, conflicts.y_b)
     control_counts = count_oscillations(controls.lens_top1, controls.y_a, controls.y_b)
+    ratio_ci = ratio_interval(counts[ambiguous], counts[~ambiguous], n_bootstrap=n_bootstrap,
+                              seed=seed)  # fmt: skip
     notes = list(run.notes)
     if curve.slope is None:
         n_a, n_b = int(conflicts.follow_a.sum()), int(conflicts.follow_b.sum())
@@ -384,6 +439,7 @@ def analyze(
         conflict_oscillations=counts,
         oscillations=oscillation_summary(counts, ambiguous, control_counts),
         heatmap=logit_diff_map(conflicts.lens_diff, dh, conflicts.layers),
+        ratio_ci=ratio_ci,
         cases=cases,
         training=training,
         notes=tuple(notes),

@@ -27,8 +27,10 @@ class ConceptOscillationConfig(StudyConfig):
         cases: ``builtin`` (for ``toy``: generated conflicts; for another model: the shipped
             text-only cases, context against common knowledge) or a ``.jsonl`` file of cases.
         n_cases: Conflict cases used (generated for ``toy``, the first ones of a file).
-        lens: How each layer is read: ``logit`` (final norm and unembedding) or ``tuned`` (an
-            affine translator per layer, trained on the study's own prompts first).
+        lens: How each layer is read: ``tuned`` (an affine translator per layer, trained on the
+            study's own prompts first; the default: the logit lens of the toy's first layers
+            shows neither answer in up to 30% of conflicts) or ``logit`` (final norm and
+            unembedding).
         seed: Seed of the toy's task and training, the bootstrap and the probe folds.
         n_bootstrap: Bootstrap resamples for the balance point's interval.
         toy_steps: Training steps of the toy decoder (ignored for other models).
@@ -38,12 +40,14 @@ class ConceptOscillationConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_cases", "n_bootstrap", "toy_steps", "batch_size")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device", "batch_size")
-    CACHE_VERSION: ClassVar[int] = 2  # 2: the toy trains on one thread
+    # 2: the toy trains on one thread; 3: the toy also trains on irrelevant-A examples, the probe
+    # reads the answers' unembedding difference
+    CACHE_VERSION: ClassVar[int] = 3
 
     model: str = TOY
     cases: str = "builtin"
-    n_cases: int = 400
-    lens: Literal["logit", "tuned"] = "logit"
+    n_cases: int = 2000
+    lens: Literal["logit", "tuned"] = "tuned"
     seed: int = 0
     n_bootstrap: int = 1000
     toy_steps: int = 2000

@@ -155,7 +155,7 @@ def probe_accuracy(result: ConceptOscillationResult) -> go.Figure:
         )
     )
     fig.add_hline(y=probe.chance, line={"color": "#bbb", "dash": "dash"})
-    fig.update_xaxes(title_text="layer (resid_post, last position)", dtick=1)
+    fig.update_xaxes(title_text="layer (lens logit(Y_a) - logit(Y_b), last position)", dtick=1)
     fig.update_yaxes(title_text="accuracy: will the model follow A?", range=[0.3, 1.02])
     title = f"{result.model}: which source wins, decoded per layer (n={probe.n_cases})"
     return style(fig, title=title, height=380)

@@ -245,6 +245,8 @@ class ConceptOscillationResult:
         conflict_oscillations: ``(n_conflicts,)`` oscillation count of each conflict.
         oscillations: The group summary.
         heatmap: Lens logit difference by layer and ``dH``.
+        ratio_ci: Bootstrap 95% interval of the ambiguous-to-clear oscillation ratio (``None``
+            when a group is empty).
         cases: Where the cases came from.
         training: For the toy: the training summary (steps, losses, seconds); else ``None``.
         notes: What was skipped or could not be shown.
@@ -256,6 +258,7 @@ class ConceptOscillationResult:
     conflict_oscillations: np.ndarray = field(repr=False)
     oscillations: OscillationSummary = field(repr=False)
     heatmap: LogitDiffMap = field(repr=False)
+    ratio_ci: tuple[float, float] | None = None
     cases: str = ""
     training: dict[str, Any] | None = field(default=None, repr=False)
     notes: tuple[str, ...] = ()
@@ -266,6 +269,8 @@ class ConceptOscillationResult:
             self, "conflict_oscillations", frozen(self.conflict_oscillations, np.int64)
         )
         object.__setattr__(self, "notes", tuple(self.notes))
+        if self.ratio_ci is not None:
+            object.__setattr__(self, "ratio_ci", (float(self.ratio_ci[0]), float(self.ratio_ci[1])))
         n = self.run.conflicts.n
         check_shape("ambiguous", self.ambiguous, (n,))
         check_shape("conflict_oscillations", self.conflict_oscillations, (n,))
@@ -312,6 +317,7 @@ class ConceptOscillationResult:
             "conflict_oscillations": self.conflict_oscillations.tolist(),
             "oscillations": self.oscillations.to_dict(),
             "heatmap": self.heatmap.to_dict(),
+            "ratio_ci": None if self.ratio_ci is None else list(self.ratio_ci),
             "cases": self.cases,
             "training": self.training,
             "notes": list(self.notes),
@@ -327,6 +333,7 @@ class ConceptOscillationResult:
             np.asarray(data["conflict_oscillations"], dtype=np.int64),
             OscillationSummary.from_dict(data["oscillations"]),
             LogitDiffMap.from_dict(data["heatmap"]),
+            None if data.get("ratio_ci") is None else tuple(data["ratio_ci"]),
             data["cases"],
             data["training"],
             tuple(data["notes"]),

@@ -57,6 +57,13 @@ METRIC_KEYS = (
     "n_follow_b",
     "n_other",
     "probe_by_layer",
+    "oscillation_ratio_ci",
+    "oscillation_lens",
+    "n_layers",
+    "decision_layer_mean",
+    "decided_at_first_layer",
+    "training_steps",
+    "training_seconds",
 )
 
 CLAIMS = (
@@ -86,8 +93,11 @@ CLAIMS = (
 )
 """The paper effects the default must show (see :mod:`workbench.claims`)."""
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's ten, then
-the binned follow curve and whether it is monotone, ambiguous/clear ratio, case counts, and the
-probe accuracy at every layer."""
+the binned follow curve and whether it is monotone, ambiguous/clear ratio, case counts, the
+probe accuracy at every layer; then the ratio's bootstrap 95% interval, the lens the oscillations
+were counted with, the depth, where the lens first shows the final answer for good (mean layer
+and the share of conflicts decided from the first layer), and the toy's training steps and
+seconds (``None`` for other models)."""
 SPEC = ToySpec()
 """The toy task of the embedded default."""
 CONTROL_SHARE = 2
@@ -189,11 +199,12 @@ def readouts(config: ConceptOscillationConfig, model: str, cases: CaseSet) -> Ca
         lens = None
         if config.lens == "tuned":
             lens = collect.train_lens(subject, cases, config.seed, config.batch_size)
-        fields, features = collect.readout(subject, cases.conflicts, lens, config.batch_size)
+        fields, _ = collect.readout(subject, cases.conflicts, lens, config.batch_size)
         controls = Readout(**collect.readout(subject, cases.controls, lens, config.batch_size)[0])
     conflicts = Readout(**fields)
     used = conflicts.follow_a | conflicts.follow_b
-    probe, why = compute.probe_curve(features, conflicts.follow_a, used, seed=config.seed)
+    relation = compute.relation_features(conflicts.lens_diff, conflicts.layers)
+    probe, why = compute.probe_curve(relation, conflicts.follow_a, used, seed=config.seed)
     notes += [why] if why else []
     return CaseRun(config.model, config.lens, conflicts, controls, probe, tuple(notes))
 
@@ -246,6 +257,8 @@ def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
     follow, osc, probe = result.follow, result.oscillations, result.probe
     conflicts = result.run.conflicts
+    decided = compute.decision_layers(conflicts.lens_top1, conflicts.top1)
+    training = result.training
     return {
         "follow_slope": _round(follow.slope),
         "balance_point": _round(follow.balance_point),
@@ -272,6 +285,15 @@ def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
         "n_follow_b": int(conflicts.follow_b.sum()),
         "n_other": int(conflicts.n - (conflicts.follow_a | conflicts.follow_b).sum()),
         "probe_by_layer": None if probe is None else [_round(v) for v in probe.accuracy],
+        "oscillation_ratio_ci": None
+        if result.ratio_ci is None
+        else [_round(v) for v in result.ratio_ci],
+        "oscillation_lens": result.lens,
+        "n_layers": len(conflicts.layers),
+        "decision_layer_mean": _round(decided.mean()) if len(decided) else None,
+        "decided_at_first_layer": _round((decided == 0).mean()) if len(decided) else None,
+        "training_steps": None if training is None else training.get("steps"),
+        "training_seconds": None if training is None else training.get("seconds"),
     }
 
 
