@@ -67,6 +67,8 @@ def test_metrics_keys_and_values(study):
     assert result.steering.effect[0] == 0.0 and len(result.steering.random) == 2
     gaps = [t - g for t, g in zip(m["kl_tuned_by_layer"], m["kl_logit_by_layer"], strict=True)]
     assert m["kl_tuned_minus_logit_max"] == max(gaps[:-1])  # every layer but the last
+    randoms = [r[-1] for r in result.steering.random]
+    assert m["steering_effect_random_max"] == max(randoms) >= m["steering_effect_random"]
     json.dumps(m, allow_nan=False)
 
 

@@ -208,7 +208,13 @@ def run(
 
 
 def metrics(result: AnisotropyResult) -> dict[str, Any]:
-    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
+    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`.
+
+    ``mean_cosine_peak_gain`` is how far the last layer's mean cosine peaks above its value at the
+    first checkpoint (the initialization for ``tiny-lm``), over the later ones; positive when
+    anisotropy rises in training. ``mean_cosine_peak_step`` is the step of that peak. Both are
+    ``None`` for a single checkpoint.
+    """
     final, tangent_result = result.final, result.tangent
     last = tangent_result.points[-1] if tangent_result is not None else None
     rise = compute.peak_gain([c.layers[-1].mean_cosine for c in result.checkpoints])

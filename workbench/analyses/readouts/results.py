@@ -107,6 +107,11 @@ class SteeringResult:
         """The mean effect of the random vectors at the largest scale."""
         return float(np.mean([r[-1] for r in self.random])) if self.random else float("nan")
 
+    @property
+    def random_max_at_max(self) -> float:
+        """The largest effect of any random vector at the largest scale."""
+        return float(max(r[-1] for r in self.random)) if self.random else float("nan")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (also the cache format)."""
         return {**asdict(self), "random": [list(r) for r in self.random]}

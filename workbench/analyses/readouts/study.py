@@ -7,6 +7,7 @@ loads the model only if a unit is missing.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ METRIC_KEYS = (
     "steering_layer",
     "steering_effect",
     "steering_effect_random",
+    "steering_effect_random_max",
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
 
@@ -57,10 +59,11 @@ CLAIMS = (
         paper="Hewitt & Liang: selectivity > 0",
     ),
     Claim(
-        "steering beats random vectors of the same norm",
+        "steering beats every random vector of the same norm",
         "steering_effect",
         ">",
-        "steering_effect_random",
+        "steering_effect_random_max",
+        paper="difference-of-means steering vs random directions",
     ),
 )
 """The paper effects the default must show (see :mod:`workbench.claims`)."""
@@ -129,12 +132,17 @@ def _largest_gap(tuned: list[float] | None, logit: list[float] | None) -> float 
     return max(t - g for t, g in zip(tuned[:-1], logit[:-1], strict=True))
 
 
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def metrics(result: ReadoutsResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`.
 
     ``kl_tuned_minus_logit_max`` is the largest ``KL(tuned) - KL(logit)`` over every layer read
     but the last: negative when the tuned lens is the closer one at each of them (``None`` without
-    the tuned lens, or with one layer read).
+    the tuned lens, or with one layer read). ``steering_effect_random`` is the mean effect of the
+    random vectors of the steering vector's norm, ``steering_effect_random_max`` the largest.
     """
     summary = result.probe.summary()
     kl_logit = _by_layer(result, "logit", "kl")
@@ -154,6 +162,7 @@ def metrics(result: ReadoutsResult) -> dict[str, Any]:
         "steering_layer": result.steering.layer,
         "steering_effect": result.steering.effect_at_max,
         "steering_effect_random": result.steering.random_at_max,
+        "steering_effect_random_max": _finite(result.steering.random_max_at_max),
     }
 
 
