@@ -13,7 +13,7 @@ import pytest
 from workbench.analyses import acmas
 from workbench.analyses.acmas import study
 
-SMALL = {"n_tasks": 16, "n_calib": 10}
+SMALL = {"n_tasks": 16, "n_calib": 11}
 
 
 @pytest.mark.claims

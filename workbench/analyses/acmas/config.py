@@ -27,7 +27,8 @@ class AcmasConfig(StudyConfig):
         layers: Comma list of ``early``, ``middle``, ``final`` (first, middle, last block).
         seed: Seeds the agents, the tasks and the event order.
         n_tasks: Attacked tasks per schedule (first half fits the probe, second half is scored).
-        n_calib: Clean tasks (no compromised agent) that calibrate the unsupervised detectors.
+        n_calib: Clean tasks (no compromised agent) that calibrate the unsupervised detectors
+            (every question in turn: at least ``P = 11`` to cover them all).
         turns: Turns per agent per task.
         pooling: ``last`` (last generated token) or ``mean`` (mean over the turn).
         restore_detector: Whose flags (deepest layer) pick the agents to isolate or steer.
@@ -40,7 +41,7 @@ class AcmasConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_agents", "n_tasks", "n_calib", "turns", "toy_steps")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 7
+    CACHE_VERSION: ClassVar[int] = 8
 
     model: str = "toy"
     transcripts: str = "builtin"

@@ -122,6 +122,20 @@ def _questions(seed: int, n: int, salt: str) -> list[int]:
     return [rng.randrange(toy.P) for _ in range(n)]
 
 
+def _calib_questions(seed: int, n: int) -> list[int]:
+    """The clean calibration run's questions: every operand in turn, in a seeded order.
+
+    With ``n >= P`` the benign reference has seen each question. Drawn at random, 10 or 20
+    tasks left 1 to 4 of the 11 questions out (seeds 0-2), and the covariance-aware prototype
+    distance, which weighs directions the calibration never varied in heavily, then flagged
+    most benign messages of those questions (seed 0 at 10 tasks: half the scored tasks asked an
+    unseen question; false-positive rate 0.43).
+    """
+    rng = random.Random(f"{seed}-calib")
+    rounds = [rng.sample(range(toy.P), toy.P) for _ in range(-(-n // toy.P))]
+    return [a for r in rounds for a in r][:n]
+
+
 def _arrays(transcript: Transcript) -> dict[str, np.ndarray]:
     ms = transcript.messages
     ids = {a.id: i for i, a in enumerate(transcript.agents)}
@@ -163,7 +177,7 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         calib = collect.play(
             subject,
             clean,
-            _questions(config.seed, config.n_calib, "calib"),
+            _calib_questions(config.seed, config.n_calib),
             schedule,
             turns=config.turns,
             seed=config.seed + 1,
