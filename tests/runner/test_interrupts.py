@@ -287,6 +287,7 @@ def test_workers_and_the_resource_tracker_end_with_their_parent(watch):
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT, watch],
         stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the tracker's note on the semaphores it cleaned up
         text=True,
         env=cli_env(),
         start_new_session=True,

@@ -216,6 +216,7 @@ class RayBackend:
         self._ray = ray
         self._started = not ray.is_initialized()
         self._address = address
+        self._before = set(descendants())  # processes that are not the cluster's
         # On a loaded 2-core machine Ray's dashboard agent can take 20 s or more to import and
         # write its port file; the raylet gives up on it after about 15 s by default and exits
         # ("Timed out waiting for file .../metrics_agent_port"), failing the start. Let it wait.
@@ -280,7 +281,8 @@ class RayBackend:
         """
         ray, refs = self._ray, list(handles)
         local = self._started and not self._address
-        cluster = [p for p in descendants() if p not in helpers()] if local else []
+        spare = helpers() | self._before
+        cluster = [p for p in descendants() if p not in spare] if local else []
         for force in (False, True):
             for ref in refs:
                 try:

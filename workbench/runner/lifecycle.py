@@ -256,14 +256,18 @@ def stop_processes(pids: Iterable[int], grace: float = 2.0) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
-def stop_children(grace: float = 2.0) -> list[int]:
+def stop_children(grace: float = 2.0, *, keep: Iterable[int] = ()) -> list[int]:
     """Stops every process this one started (kernels and what they run), but its helpers.
+
+    Args:
+        grace: Seconds between SIGTERM and SIGKILL.
+        keep: Pids to leave alone (what ran before the code that is being stopped).
 
     Returns:
         The pids still alive at the end.
     """
-    keep = helpers()
-    return stop_processes([p for p in descendants() if p not in keep], grace)
+    spare = helpers() | set(keep)
+    return stop_processes([p for p in descendants() if p not in spare], grace)
 
 
 # -- pool workers ----------------------------------------------------------------------------
@@ -332,12 +336,18 @@ def kernels_stopped_on_interrupt() -> Iterator[None]:
 
     For code that runs papermill in the process that received the interrupt (``workbench run``,
     ``workbench demo``, a Ray task that Ray cancels): the kernel is this process's child, and
-    papermill, cut off mid-cell, would otherwise leave it running.
+    papermill, cut off mid-cell, would otherwise leave it running. Only processes started inside
+    the block are stopped.
     """
-    with on_interrupt(stop_children):
+    before = set(descendants())  # a notebook user's own processes (a cluster, a server) stay
+
+    def stop() -> None:
+        stop_children(keep=before)
+
+    with on_interrupt(stop):
         try:
             yield
         except BaseException as exc:
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: no run failure
-                stop_children()
+                stop()
             raise
