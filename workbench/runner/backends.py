@@ -28,7 +28,9 @@ from workbench.runner.lifecycle import (
     descendants,
     guard_worker,
     helpers,
+    kernel_files,
     kernels_stopped_on_interrupt,
+    remove_kernel_files,
     stop_processes,
 )
 from workbench.runner.results import read_results
@@ -178,7 +180,7 @@ class LocalBackend:
 
         A worker still alive after ``grace`` seconds is killed with its kernel.
         """
-        procs = [p for p in (getattr(self._pool, "_processes", None) or {}).values()]
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
         # No handle is cancelled here: the pool fails every pending one itself once its workers
         # are gone (cancelling first trips Python 3.11's pool over the cancelled futures).
         for proc in procs:
@@ -283,6 +285,7 @@ class RayBackend:
         local = self._started and not self._address
         spare = helpers() | self._before
         cluster = [p for p in descendants() if p not in spare] if local else []
+        files = kernel_files(cluster)  # read now: a kernel may die with its Ray worker first
         for force in (False, True):
             for ref in refs:
                 try:
@@ -298,6 +301,7 @@ class RayBackend:
             ray.shutdown()
         if cluster:
             stop_processes(cluster, grace=grace)
+            remove_kernel_files(files)
 
 
 def make_backend(

@@ -217,6 +217,17 @@ def _connection_file(pid: int) -> Path | None:
     return None
 
 
+def kernel_files(pids: Iterable[int]) -> list[Path]:
+    """The connection files of those of ``pids`` that are Jupyter kernels (read while they run)."""
+    return [path for path in map(_connection_file, pids) if path is not None]
+
+
+def remove_kernel_files(paths: Iterable[Path]) -> None:
+    """Removes dead kernels' connection files and IPC sockets (what their managers would)."""
+    for path in paths:
+        _remove_kernel_files(path)
+
+
 def _remove_kernel_files(connection: Path) -> None:
     """Removes a dead kernel's connection file and its IPC sockets (what its manager would)."""
     with contextlib.suppress(OSError, ValueError):
@@ -238,7 +249,7 @@ def stop_processes(pids: Iterable[int], grace: float = 2.0) -> list[int]:
     pids = [p for p in dict.fromkeys(pids) if p != os.getpid() and alive(p)]
     if not pids:
         return []
-    kernel_files = {p: _connection_file(p) for p in pids}
+    files = kernel_files(pids)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
@@ -250,9 +261,7 @@ def stop_processes(pids: Iterable[int], grace: float = 2.0) -> list[int]:
     deadline = time.monotonic() + 2.0
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for path in kernel_files.values():
-        if path is not None:
-            _remove_kernel_files(path)
+    remove_kernel_files(files)
     return [p for p in pids if alive(p)]
 
 
