@@ -24,7 +24,8 @@ from workbench.analyses import readouts as ro
 from workbench.analyses.readouts import collect
 from workbench.models.tiny_lm import default_path
 
-pytestmark = [pytest.mark.claims, pytest.mark.slow]
+# the first use on a machine trains the default tiny-lm (about 5 CPU-minutes on an idle core)
+pytestmark = [pytest.mark.claims, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SEEDS = (0, 1, 2)
 CONFIG = ro.ReadoutsConfig(
