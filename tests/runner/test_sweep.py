@@ -1,13 +1,11 @@
-"""`workbench sweep`: a row per point, resume after SIGKILL, retries, claims, a real Ray cluster."""
+"""`workbench sweep`: a row per point, retries, claims, a real Ray cluster (kills and resumes:
+test_interrupts.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
-import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -72,39 +70,6 @@ def test_sweep_tabulates_every_run_once_and_retries_failures(tmp_path):
     else:
         assert not (out / "summary.png").exists()
         assert "summary.png not written" in proc.stderr
-
-
-@pytest.mark.slow
-def test_sweep_killed_with_sigkill_resumes_to_each_run_exactly_once(tmp_path):
-    grid, marker = grid_file(tmp_path, "n: [2, 3, 4, 5]\n", sleep=1.0)
-    out = tmp_path / "sweep"
-    args = cli("sweep", "toy", "--grid", str(grid), "--out", str(out), "--workers", "2")
-    args += ["--formats", "html"]  # no summary.png: the first test covers it
-    proc = subprocess.Popen(
-        args,
-        env=cli_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not list(out.glob("runs/*/results.json")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert proc.poll() is None, "the sweep ended before it could be killed"
-        os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers are orphaned
-        proc.wait(timeout=30)
-        done_before = len(list(out.glob("runs/*/results.json")))
-        assert done_before < 4
-        resumed = workbench(*args[3:])
-        assert resumed.returncode == 0, resumed.stderr
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # orphaned workers, if any are left
-    rows = table(out)
-    assert sorted(r["params.n"] for r in rows) == [2, 3, 4, 5]
-    assert all(r["status"] == "ok" for r in rows)
-    assert executions(marker) == {"2": 1, "3": 1, "4": 1, "5": 1}
 
 
 @pytest.mark.slow
