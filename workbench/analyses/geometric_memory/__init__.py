@@ -33,11 +33,12 @@ descent); random-walk Node2Vec uses ``p = q = 1`` walks and gensim's skip-gram.
 
 Training runs to the end, on one CPU thread: edge memorization until the transformer's loss is
 within 0.01 nats of its floor (the mean log out-degree), path fine-tuning until every fine-tuning
-path's first step is right, each starting from the configured steps and doubled up to four times
-(then :class:`~.collect.NotConverged` names the criterion); the control trains as long as the
-transformer did. The steps used are metrics (``edge_steps``, ``path_steps``). On one thread the
-toys do not change with the machine's core count; across CPUs (AVX-512, AVX2, scalar kernels)
-floats still differ, so the paper effects are claims checked over seeds (``study.CLAIMS``).
+path's first step is one hop nearer its target, each starting from the configured steps and
+doubled up to four times (then :class:`~.collect.NotConverged` names the criterion); the control
+trains as long as the transformer did. The steps used are metrics (``edge_steps``,
+``path_steps``). On one thread the toys do not change with the machine's core count; across CPUs
+(AVX-512, AVX2, scalar kernels) floats still differ, so the paper effects are claims checked over
+seeds (``study.CLAIMS``).
 
 Layout (every study has the same rooms):
 

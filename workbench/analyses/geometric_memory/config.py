@@ -41,7 +41,8 @@ class GeometricMemoryConfig(StudyConfig):
         lr: Peak learning rate of edge memorization (cosine decay to a tenth).
         n_heldout: Held-out path queries per fold (default: a quarter of the targets).
         path_epochs: Full-batch steps of path fine-tuning (paths mixed with the edges); doubled,
-            up to four times, until every fine-tuning path is fitted.
+            up to four times, until every fine-tuning path's first step is one hop nearer its
+            target.
         incontext_epochs: Steps of the in-context control (0 skips it).
         ingredients: Run the ingredient table (four more edge-memorization runs).
         umap: Compute UMAP projections (numba compiles UMAP on first use: ~20-60 s of CPU).
