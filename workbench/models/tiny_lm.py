@@ -13,7 +13,7 @@ With the process's own count (``v2``), one and two threads differed by 2e-6 afte
 two-thread run on a CPU shared with other busy processes was 3.6x (the default) to 8x (a test
 model) slower than one thread.
 
-The default (``v2``) sees about 2M tokens: 500 steps of 32 windows. The first default (``v1``,
+The default (since ``v2``) sees about 2M tokens: 500 steps of 32 windows. The first default (``v1``,
 500 steps of 8 windows, 0.5M tokens) was undertrained: its last layer put frequent tokens *farther*
 from the centroid (frequency-distance correlation about +0.27), the opposite of trained LMs; with
 4x the tokens the sign turns negative (about -0.3) and IsoScore doubles, while anisotropy still
