@@ -10,6 +10,7 @@ tasks, the last 8 scored; 11 calibration tasks, one per question) and checks eve
 from __future__ import annotations
 
 import pytest
+import torch
 
 from workbench.analyses import acmas
 from workbench.analyses.acmas import study
@@ -21,12 +22,15 @@ SEEDS = (0, 1, 2)
 @pytest.mark.claims
 @pytest.mark.slow
 @pytest.mark.xfail(
+    torch.backends.cpu.get_cpu_capability() != "DEFAULT",
     strict=True,
     reason=(
-        "issue 19: 'prototype detector F1 >= 0.9 (sync)' and '(async)' fail on seed 2 "
-        "(F1 0.90 / 0.80, AUROC 0.98 / 0.995: some compromised messages score inside the benign "
-        "range at the final layer) and 'final layer not worse than early' fails on seeds 1 and 2 "
-        "(async F1 0.98 vs 1.00; 0.85 vs 0.98), measured on AVX-512"
+        "issue 19: measured at this size, every claim holds on seeds 0-2 under the scalar "
+        "kernels (ATEN_CPU_CAPABILITY=default), but not under vectorized ones: 'final layer not "
+        "worse than early' fails on AVX2 seed 0 (F1 0.955 vs 1.0) and AVX-512 seeds 1 and 2 "
+        "(0.992 vs 1.0; 0.848 vs 0.984: the injection's own tokens sit in the pooled context, so "
+        "the first block already separates at F1 1.0), and 'prototype detector F1 >= 0.9' fails "
+        "on AVX-512 seed 2 (0.897 sync, 0.800 async)"
     ),
 )
 def test_every_claim_holds_on_each_seed(tmp_path):
