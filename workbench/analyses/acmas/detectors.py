@@ -9,8 +9,9 @@ Hyperparameters only in ``__init__``; ``fit`` returns ``self``; learned state en
   (or, ``metric="mahalanobis"``, its distance to the benign centroid under the benign
   covariance), flagged above the ``quantile`` of held-out benign calibration distances. With
   ``update="moving"`` (the paper's synchronous mode) the prototype follows each round, in time
-  order: after a round is scored it becomes ``momentum * p + (1 - momentum) * mean of the
-  round's unflagged messages`` (renormalized for cosine); with ``update="fixed"``
+  order: after a round is scored it becomes the running mean of the calibration messages and
+  the unflagged ones so far (with a ``momentum``, ``momentum * p + (1 - momentum) * mean of
+  the round's unflagged messages``; renormalized for cosine); with ``update="fixed"``
   (asynchronous mode, no round boundary) it stays as fitted.
 * :class:`MahalanobisDetector`: unsupervised; distance to the benign mean under a Ledoit-Wolf
   covariance (:class:`sklearn.covariance.LedoitWolf`), same quantile threshold.
@@ -108,7 +109,12 @@ class PrototypeDetector(_Thresholded):
     Args:
         quantile: Threshold = this quantile of the held-out benign calibration distances.
         update: ``fixed`` or ``moving`` (per-round moving average of the prototype).
-        momentum: Weight of the old prototype in a moving update.
+        momentum: Weight of the old prototype in a moving update, or ``None`` (default): a
+            running mean, each new message weighing as much as one calibration message. A fixed
+            0.9 gives one message 10% of the prototype (each sync round holds one message per
+            agent), so the prototype jitters, benign distances grow past the cut calibrated on
+            the fitted prototypes (sync false-positive rate 0.08 at the default, F1 0.89,
+            AUROC 1.0), and a missed compromised message drags the prototype its way.
         min_benign: Fewest benign rows ``fit`` accepts.
         metric: ``cosine`` (the paper's) or ``mahalanobis`` (see above).
         n_folds: Folds of calibration messages for the cross-fitted threshold (below 2, or
@@ -120,7 +126,7 @@ class PrototypeDetector(_Thresholded):
         self,
         quantile: float = 0.99,
         update: str = "fixed",
-        momentum: float = 0.9,
+        momentum: float | None = None,
         min_benign: int = 10,
         metric: str = "cosine",
         n_folds: int = 10,
@@ -169,6 +175,7 @@ class PrototypeDetector(_Thresholded):
                     self._transform(Xb[out], sub), None if ab is None else ab[out], None, sub
                 )
         self.prototype_, self.agent_prototypes_ = state["pooled"], state["agents"]
+        self.counts_ = {a: int((ab == a).sum()) for a in self.agent_prototypes_} | {None: len(Xb)}
         self.whitener_, self.center_ = state["whitener"], state["center"]
         self.threshold_ = float(np.quantile(distances, self.quantile))
         return self
@@ -248,6 +255,7 @@ class PrototypeDetector(_Thresholded):
         groups = np.asarray(groups)
         out = np.empty(len(Z))
         protos = dict(self.agent_prototypes_) or {None: self.prototype_}
+        counts = dict(self.counts_)
         keys = agents if agents is not None and self.agent_prototypes_ else np.full(len(Z), None)
         order = list(dict.fromkeys(groups.tolist()))  # first-seen order: the rows' time order
         for g in order:
@@ -258,7 +266,12 @@ class PrototypeDetector(_Thresholded):
                 keep = rows[(keys[rows] == k) & (out[rows] <= self.threshold_)]
                 if len(keep):
                     old = protos.get(k, self.prototype_)
-                    new = self.momentum * old + (1 - self.momentum) * Z[keep].mean(0)
+                    if self.momentum is None:  # running mean over calibration and kept rows
+                        n = counts.get(k, counts[None])
+                        new = (n * old + Z[keep].sum(0)) / (n + len(keep))
+                        counts[k] = n + len(keep)
+                    else:
+                        new = self.momentum * old + (1 - self.momentum) * Z[keep].mean(0)
                     protos[k] = self._centroid(new[None])
         return out
 
