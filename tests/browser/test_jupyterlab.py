@@ -59,7 +59,8 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
             "device": "cpu",
         },
         "concept_oscillation": {"n_cases": 40, "toy_steps": 60, "n_bootstrap": 100},
-        "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4, "toy_steps": 60},
+        # toy_steps is a cap: the AcMAS toy trains until its injected behaviour is learned
+        "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4},
         "geometric_memory": {
             "degree": 3,
             "path_length": 2,

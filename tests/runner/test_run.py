@@ -30,7 +30,11 @@ def test_run_writes_notebook_results_and_figures(toy_run):
     assert proc.returncode == 0, proc.stderr
     assert (out / "toy.ipynb").is_file()
     record = json.loads((out / "results.json").read_text())
-    assert set(record) == {"analysis", "params", "metrics", "figures", "provenance"}
+    assert set(record) == {"analysis", "params", "metrics", "figures", "claims", "provenance"}
+    assert [c["holds"] for c in record["claims"]] == [
+        True,
+        False,
+    ]  # the toy's noise is -1 at seed 0
     assert record["analysis"] == "toy"
     params = record["params"]
     assert params["n"] == 5 and params["scale"] == 2.0 and params["model"] == "x: y"

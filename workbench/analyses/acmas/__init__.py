@@ -59,11 +59,12 @@ from workbench.analyses.acmas.results import (
     RestorationResult,
     ScheduleResult,
 )
-from workbench.analyses.acmas.study import ANALYSIS, METRIC_KEYS, metrics, run, save
+from workbench.analyses.acmas.study import ANALYSIS, CLAIMS, METRIC_KEYS, claims, metrics, run, save
 from workbench.analyses.acmas.transcripts import Agent, Message, Transcript
 
 __all__ = [
     "ANALYSIS",
+    "CLAIMS",
     "DETECTORS",
     "FIGURES",
     "METRIC_KEYS",
@@ -77,6 +78,7 @@ __all__ = [
     "ScheduleResult",
     "TextMajorityDetector",
     "Transcript",
+    "claims",
     "detection_metrics",
     "evaluate_schedule",
     "metrics",
