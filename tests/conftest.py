@@ -121,6 +121,7 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 LONG_FILES = (
+    "analyses/anisotropy/test_anisotropy_claims.py",  # trains the default tiny-lm on first use
     "browser/test_jupyterlab.py",
     "runner/test_sweep.py",
     "test_wheel.py",
