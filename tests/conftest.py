@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -121,7 +123,6 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 LONG_FILES = (
-    "analyses/anisotropy/test_anisotropy_claims.py",  # trains the default tiny-lm on first use
     "browser/test_jupyterlab.py",
     "runner/test_sweep.py",
     "test_wheel.py",
@@ -132,14 +133,60 @@ the two workers start on them and the short files fill in around them (scheduled
 JupyterLab file alone made a four-minute tail)."""
 
 
+LAST_FILES = (
+    "analyses/anisotropy/test_anisotropy_claims.py",
+    "analyses/readouts/test_readouts_claims.py",
+)
+"""Files that need the default tiny-lm: scheduled last, so that its training (started in the
+background when the session starts, see :func:`pytest_sessionstart`) has finished by then and no
+worker sits waiting for it."""
+_TRAINER: list[subprocess.Popen] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A whole-suite run starts training the default tiny-lm in the background (claims tests).
+
+    Only the controlling process does it (not an xdist worker), and only when the claims tests
+    may run: the whole suite (no paths given) or ``-m claims``, not ``-m "not slow"``.
+    """
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    marks = config.getoption("markexpr", "") or ""
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if ("not slow" in marks or "not claims" in marks) or not (whole or "claims" in marks):
+        return
+    code = "from support import ensure_default_tiny_lm; ensure_default_tiny_lm()"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    _TRAINER.append(
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stops a background training that is still running (a partial run leaves no model)."""
+    for proc in _TRAINER:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Moves the long files to the front, keeping the order within each group."""
+    """Moves the long files to the front and the tiny-lm claims files to the end."""
 
     def rank(item: pytest.Item) -> int:
         path = item.path.as_posix()
         for i, name in enumerate(LONG_FILES):
             if path.endswith("tests/" + name):
                 return i
+        if any(path.endswith("tests/" + name) for name in LAST_FILES):
+            return len(LONG_FILES) + 1
         return len(LONG_FILES)
 
     items.sort(key=rank)

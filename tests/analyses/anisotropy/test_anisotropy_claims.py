@@ -12,17 +12,14 @@ captures and gradients of each checkpoint are taken once and shared by the three
 
 from __future__ import annotations
 
-import fcntl
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import ensure_default_tiny_lm
 
 from workbench.analyses import anisotropy as an
 from workbench.analyses.anisotropy import collect
-from workbench.models.tiny_lm import default_path
 
 # the first use on a machine trains the default tiny-lm (about 5 CPU-minutes on an idle core)
 pytestmark = [pytest.mark.claims, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -36,23 +33,6 @@ CONFIG = an.AnisotropyConfig(
     max_points=1000,
     device="cpu",
 )
-
-
-def ensure_default_tiny_lm() -> Path:
-    """The default tiny-lm, trained once into ``$WORKBENCH_HOME`` when it is not cached yet.
-
-    Tests never train it in-process (``tests/conftest.py`` forbids it: minutes of CPU); the claims
-    are the default's, so it is trained here as ``workbench train tiny-lm`` would, in a child
-    process, under a lock so that two test workers train it once.
-    """
-    path = default_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / ".train.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path / "training.json").is_file():
-            code = "from workbench.models.tiny_lm import ensure_tiny_lm; ensure_tiny_lm()"
-            subprocess.run([sys.executable, "-c", code], check=True)
-    return path
 
 
 @pytest.fixture(scope="module")
