@@ -59,9 +59,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="folder (default: the cache load_model uses)")
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="execute an analysis notebook with papermill")
-    p.add_argument("analysis", help="anisotropy, geometric_memory, concept_oscillation, ...")
+def _add_params(p: argparse.ArgumentParser, text: str) -> None:
     p.add_argument(
         "-p",
         "--param",
@@ -69,8 +67,23 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="a notebook parameter; VALUE is plain data: 3, 0.5, true, null, [1, 2], text",
+        help=text,
     )
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    """The options of commands that fan runs out: sweep and replicate."""
+    p.add_argument("--backend", default="local", choices=["local", "ray"])
+    p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
+    p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
+    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    _add_formats(p)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="execute an analysis notebook with papermill")
+    p.add_argument("analysis", help="anisotropy, geometric_memory, concept_oscillation, ...")
+    _add_params(p, "a notebook parameter; VALUE is plain data: 3, 0.5, true, null, [1, 2], text")
     p.add_argument("--out", required=True, help="run folder: notebook, results.json, figures/")
     p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
     _add_formats(p)
@@ -81,11 +94,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("analysis")
     p.add_argument("--grid", required=True, help="YAML: parameter -> list of values (+ fixed:)")
     p.add_argument("--out", required=True, help="sweep folder (rerun the command to resume)")
-    p.add_argument("--backend", default="local", choices=["local", "ray"])
-    p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
-    p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
-    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
-    _add_formats(p)
+    _add_backend(p)
 
 
 def _add_replicate(sub: argparse._SubParsersAction) -> None:
@@ -94,15 +103,7 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("analysis")
     p.add_argument("--seeds", required=True, help="e.g. 0-9, 0,3,5 or 0-2,7")
-    p.add_argument(
-        "-p",
-        "--param",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="a parameter fixed in every run (as for workbench run)",
-    )
+    _add_params(p, "a parameter fixed in every run (as for workbench run)")
     p.add_argument(
         "--cpu-kernels",
         default=None,
@@ -110,11 +111,7 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
         "(ATEN_CPU_CAPABILITY); default: the CPU's own level",
     )
     p.add_argument("--out", required=True, help="replication folder (rerun the command to resume)")
-    p.add_argument("--backend", default="local", choices=["local", "ray"])
-    p.add_argument("--workers", type=int, default=1, help="worker processes / local Ray CPUs")
-    p.add_argument("--address", default=None, help="an existing Ray cluster (--backend ray)")
-    p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
-    _add_formats(p)
+    _add_backend(p)
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
