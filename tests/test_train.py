@@ -232,6 +232,56 @@ def test_checkpoints_at_exactly_the_requested_steps(tmp_path):
     )
 
 
+def test_stop_when_ends_the_run_at_the_criterion_and_saves_the_end_there(tmp_path):
+    config = TrainConfig(steps=400, lr=1e-2, batch_size=8, checkpoints=(0, 5, 400), eval_every=5)
+    accuracy = []
+
+    def evaluate(model):
+        x, y = data()
+        accuracy.append(float((model(x).argmax(-1) == y).float().mean()))
+        return {"acc": accuracy[-1], "loss": xent(model, (x, y))}
+
+    result = train(
+        mlp,
+        config,
+        data=data(),
+        loss_fn=xent,
+        evaluate=evaluate,
+        stop_when=lambda v: v["acc"] >= 0.9,
+        out=tmp_path / "run",
+        progress=False,
+    )
+    step = result.stopped_at
+    assert step is not None and 5 < step < 400 and step % 5 == 0
+    # it stopped at the first evaluation past step 0 that met the criterion, not before or after
+    assert [e.values["acc"] >= 0.9 for e in result.evals[1:]] == [False] * (step // 5 - 1) + [True]
+    assert result.steps == step == len(result.losses) == len(result.grad_norms)
+    assert [c.step for c in result.checkpoints] == [0, 5, step] and result.final.step == step
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
+        "step-0", "step-5", f"step-{step}", "training.json"
+    ]  # fmt: skip
+    record = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert record["stopped_at"] == record["steps"] == step and len(record["losses"]) == step
+    # the saved end checkpoint is the returned model, and it meets the criterion
+    saved = params(load_checkpoint(mlp(), result.final.path))
+    assert all(torch.equal(saved[k], v) for k, v in params(result.model).items())
+    # the same run without a criterion passes through exactly the same weights up to there
+    full = train(mlp, config, data=data(), loss_fn=xent, evaluate=evaluate, progress=False)
+    assert full.stopped_at is None and full.steps == 400
+    assert full.losses[:step] == result.losses
+    # a criterion never met runs to the cap
+    capped = train(
+        mlp,
+        TrainConfig(steps=20, batch_size=8, eval_every=5),
+        data=data(),
+        loss_fn=xent,
+        evaluate=evaluate,
+        stop_when=lambda v: False,
+        progress=False,
+    )
+    assert capped.stopped_at is None and len(capped.losses) == 20
+
+
 def test_exception_mid_run_leaves_no_folder_and_keeps_an_older_one(tmp_path):
     def boom(model, batch):
         if boom.calls == 12:
@@ -335,6 +385,8 @@ def test_bad_arguments_raise_one_line_errors(tmp_path):
         train(mlp, config, loss_fn=xent)
     with pytest.raises(ConfigError, match="needs out="):
         train(mlp, config, data=data(), loss_fn=xent, save=lambda m, f, r: None)
+    with pytest.raises(ConfigError, match="stop_when= judges evaluations and needs evaluate="):
+        train(mlp, config, data=data(), loss_fn=xent, stop_when=lambda v: True)
     frozen = mlp().requires_grad_(False)
     with pytest.raises(ConfigError, match="no trainable parameters"):
         train(frozen, config, data=data(), loss_fn=xent)

@@ -22,6 +22,7 @@ Batch = Any
 LossFn = Callable[[torch.nn.Module, Batch], torch.Tensor]
 SampleFn = Callable[[int, torch.Generator], Batch]
 EvalFn = Callable[[torch.nn.Module], Mapping[str, float]]
+StopFn = Callable[[Mapping[str, float]], bool]
 SaveFn = Callable[[torch.nn.Module, Path, dict[str, Any]], None]
 
 
@@ -33,6 +34,7 @@ def train(
     data: Batch | None = None,
     sample: SampleFn | None = None,
     evaluate: EvalFn | None = None,
+    stop_when: StopFn | None = None,
     out: str | Path | None = None,
     save: SaveFn | None = None,
     record: Mapping[str, Any] | None = None,
@@ -62,6 +64,13 @@ def train(
             should use.
         evaluate: ``model -> {name: number}``, called in eval mode under ``torch.no_grad`` at
             step 0, every ``config.eval_every`` steps, at every checkpoint and at the end.
+        stop_when: Train to a criterion: ``evaluation values -> bool``, asked after every
+            evaluation past step 0; the first ``True`` ends the run there (``config.steps`` is
+            then a cap, and ``result.stopped_at`` the step). The end checkpoint, when
+            ``config.checkpoints`` asks for one at ``config.steps``, is saved at that step
+            instead; later checkpoints are not saved. Needs ``evaluate``. Reaching the cap
+            first is not an error here: ``result.stopped_at`` is ``None`` and the caller
+            decides (say, raise naming its criterion).
         out: Folder for the checkpoints (``step-N`` subfolders) and ``training.json``. It is
             written under a temporary name and renamed into place when the run finishes, replacing
             an older folder of that name. Without ``out``, checkpoints are kept in memory
@@ -78,10 +87,13 @@ def train(
 
     Raises:
         ConfigError: Neither or both of ``data`` and ``sample``, ``save`` without ``out``, a model
-            without trainable parameters, or a ``loss_fn`` that returns no scalar tensor.
+            without trainable parameters, a ``loss_fn`` that returns no scalar tensor, or
+            ``stop_when`` without ``evaluate``.
     """
     if (data is None) == (sample is None):
         raise ConfigError("give exactly one of data= (tensors) or sample= (a batch function)")
+    if stop_when is not None and evaluate is None:
+        raise ConfigError("stop_when= judges evaluations and needs evaluate= (a metrics function)")
     if save is not None and out is None:
         raise ConfigError("save= writes checkpoint folders and needs out= (a folder)")
     from workbench.models.loading import resolve_device
@@ -90,8 +102,8 @@ def train(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {config.device!r} asked for, but CUDA is not available; use cpu")
     with _threads(config.threads):
-        return _run(model, config, device, loss_fn, data, sample, evaluate, out, save, record,
-                    progress, desc)  # fmt: skip
+        return _run(model, config, device, loss_fn, data, sample, evaluate, stop_when, out, save,
+                    record, progress, desc)  # fmt: skip
 
 
 @contextmanager
@@ -115,6 +127,7 @@ def _run(
     data: Batch | None,
     sample: SampleFn | None,
     evaluate: EvalFn | None,
+    stop_when: StopFn | None,
     out: str | Path | None,
     save: SaveFn | None,
     record: Mapping[str, Any] | None,
@@ -159,6 +172,7 @@ def _run(
     evals: list[EvalRecord] = []
     saved: list[Checkpoint] = []
     show_every = max(1, config.steps // 200)
+    stopped_at: int | None = None
     try:
         with tqdm(total=config.steps, desc=desc, disable=not progress) as bar:
             for step in range(config.steps + 1):
@@ -166,9 +180,11 @@ def _run(
                 if step in eval_at:
                     values = _evaluate(model, evaluate)
                     evals.append(EvalRecord(step, values))
-                if step in save_at:
+                    if stop_when is not None and 0 < step < config.steps and stop_when(values):
+                        stopped_at = step
+                if step in save_at or (stopped_at is not None and config.steps in save_at):
                     saved.append(_checkpoint(model, step, values, staging, save or save_state_dict))
-                if step == config.steps:
+                if step == config.steps or stopped_at is not None:
                     break
                 batch = next_batch(step)
                 for group in opt.param_groups:
@@ -198,6 +214,7 @@ def _run(
             time.perf_counter() - started,
             None,
             model,
+            stopped_at,
         )
         if staging is None:
             return result

@@ -69,6 +69,9 @@ class TrainResult:
         seconds: Wall time of the run.
         out: The run's folder (with ``training.json``), or ``None`` for an in-memory run.
         model: The trained model (not part of :meth:`to_dict`).
+        stopped_at: The step at which ``train(stop_when=...)``'s criterion held and the run
+            ended, or ``None`` when it ran all ``config.steps`` (no criterion, or the cap reached
+            first).
     """
 
     config: TrainConfig
@@ -79,21 +82,39 @@ class TrainResult:
     seconds: float = 0.0
     out: Path | None = None
     model: torch.nn.Module | None = field(default=None, repr=False, compare=False)
+    stopped_at: int | None = None
 
     def __post_init__(self) -> None:
-        n = self.config.steps
+        n = self.steps
+        if self.stopped_at is not None and not 0 < self.stopped_at < self.config.steps:
+            raise ValueError(f"stopped_at {self.stopped_at} is outside (0, {self.config.steps})")
         if len(self.losses) != n or len(self.grad_norms) != n:
             raise ValueError(
                 f"{len(self.losses)} losses and {len(self.grad_norms)} gradient norms for {n} steps"
             )
-        if [c.step for c in self.checkpoints] != list(self.config.checkpoints):
+        expected = [s for s in self.config.checkpoints if s <= n]
+        if self.stopped_at is not None and self.config.steps in self.config.checkpoints:
+            expected = sorted({*expected, n})
+        if [c.step for c in self.checkpoints] != expected:
             raise ValueError(
-                f"checkpoints at {[c.step for c in self.checkpoints]}, "
-                f"config asked for {list(self.config.checkpoints)}"
+                f"checkpoints at {[c.step for c in self.checkpoints]}, expected {expected} "
+                f"(config asked for {list(self.config.checkpoints)}, ran {n} steps)"
             )
         steps = [e.step for e in self.evals]
         if steps != sorted(set(steps)) or any(not 0 <= s <= n for s in steps):
             raise ValueError(f"evaluation steps {steps} are not increasing within [0, {n}]")
+
+    @property
+    def steps(self) -> int:
+        """Updates made: ``stopped_at`` when a criterion ended the run, else ``config.steps``."""
+        return self.config.steps if self.stopped_at is None else self.stopped_at
+
+    @property
+    def final(self) -> Checkpoint:
+        """The last checkpoint saved (with a criterion, the one at ``stopped_at``)."""
+        if not self.checkpoints:
+            raise KeyError("no checkpoint was saved; give TrainConfig(checkpoints=(steps,))")
+        return self.checkpoints[-1]
 
     def checkpoint(self, step: int) -> Checkpoint:
         """The checkpoint saved at ``step``."""
@@ -112,6 +133,8 @@ class TrainResult:
             "evals": [e.to_dict() for e in self.evals],
             "checkpoints": [c.to_dict() for c in self.checkpoints],
             "seconds": round(self.seconds, 3),
+            "steps": self.steps,
+            "stopped_at": self.stopped_at,
         }
 
     def figure(self, kind: str = "loss") -> Any:
@@ -127,7 +150,7 @@ class TrainResult:
 
         if kind not in ("loss", "grad_norm"):
             raise ValueError(f"unknown figure kind {kind!r}; use 'loss' or 'grad_norm'")
-        steps = list(range(self.config.steps))
+        steps = list(range(len(self.losses)))
         fig = go.Figure()
         if kind == "grad_norm":
             fig.add_trace(go.Scatter(x=steps, y=list(self.grad_norms), name="gradient norm"))
