@@ -259,3 +259,58 @@ def test_relation_features_are_the_lens_logit_difference_per_layer():
     features = compute.relation_features(diff, [3, 5])
     assert list(features) == [3, 5] and features[5].shape == (3, 1)
     np.testing.assert_array_equal(features[5][:, 0], diff[1])
+
+
+def test_the_bayes_distribution_is_what_the_training_stream_samples_from():
+    """The toy's training criterion rests on this: same seed, same prompts, calibrated labels."""
+    import random
+
+    import torch
+
+    from workbench.analyses.concept_oscillation import toy, train_toy
+    from workbench.analyses.concept_oscillation.study import SPEC
+
+    n = 40_000
+    train_r, bayes_r = random.Random(7), random.Random(7)
+    labels, probs = [], []
+    for _ in range(n):
+        tokens, label = toy.training_example(SPEC, train_r)
+        same, p = toy.bayes_example(SPEC, bayes_r)
+        assert same == tokens
+        labels.append(label)
+        probs.append(p)
+    p = np.asarray(probs)
+    assert np.allclose(p.sum(1), 1.0) and (p > 0).all()
+    # calibration, by bins of the Bayes probability of the sampled label's colour: the labels
+    # fall on each colour as often as the distribution says (a wrong posterior for two disagreeing
+    # sources, or a wrong noise term, shows here)
+    predicted = p.reshape(-1)
+    observed = np.zeros_like(p)
+    observed[np.arange(n), labels] = 1
+    observed = observed.reshape(-1)
+    for lo, hi in [(0, 0.05), (0.05, 0.5), (0.5, 0.9), (0.9, 1.0)]:
+        inside = (predicted >= lo) & (predicted < hi)
+        if inside.sum() > 500:
+            sd = np.sqrt((predicted[inside] * (1 - predicted[inside])).sum()) / inside.sum()
+            assert abs(observed[inside].mean() - predicted[inside].mean()) < 5 * sd + 1e-3
+    # the criterion itself: the excess KL of the Bayes predictor is 0, of a uniform one log K - H
+    ids = {t: i for i, t in enumerate(SPEC.vocab)}
+    held = toy.bayes_heldout(SPEC, ids, 300, seed=0)
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, logp):
+            super().__init__()
+            self.logp = logp
+
+        def forward(self, input_ids, attention_mask):
+            out = torch.full((*input_ids.shape, len(ids)), -1e4, dtype=torch.float64)
+            rows = torch.arange(len(input_ids))[:, None]
+            out[rows, held["last"][:, None], held["colours"]] = self.logp
+            return type("Out", (), {"logits": out})()
+
+    exact = train_toy.excess_kl(Fixed(held["bayes"].log()), held)
+    assert exact["excess_kl"] == pytest.approx(0.0, abs=1e-9) and exact["accuracy"] == 1.0
+    uniform = train_toy.excess_kl(Fixed(torch.zeros_like(held["bayes"])), held)
+    bayes = held["bayes"].numpy()
+    expected = np.log(len(SPEC.colours)) - scipy_entropy(bayes, axis=1).mean()
+    assert uniform["excess_kl"] == pytest.approx(expected, rel=1e-9)

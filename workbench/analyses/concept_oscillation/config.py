@@ -41,8 +41,8 @@ class ConceptOscillationConfig(StudyConfig):
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_cases", "n_bootstrap", "toy_steps", "batch_size")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device", "batch_size")
     # 2: the toy trains on one thread; 3: the toy also trains on irrelevant-A examples, the probe
-    # reads the answers' unembedding difference
-    CACHE_VERSION: ClassVar[int] = 3
+    # reads the answers' unembedding difference; 4: the toy's record holds its excess KL
+    CACHE_VERSION: ClassVar[int] = 4
 
     model: str = TOY
     cases: str = "builtin"

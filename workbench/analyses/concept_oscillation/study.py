@@ -64,6 +64,8 @@ METRIC_KEYS = (
     "decided_at_first_layer",
     "training_steps",
     "training_seconds",
+    "toy_excess_kl",
+    "toy_bayes_agreement",
 )
 
 CLAIMS = (
@@ -97,7 +99,8 @@ the binned follow curve and whether it is monotone, ambiguous/clear ratio, case 
 probe accuracy at every layer; then the ratio's bootstrap 95% interval, the lens the oscillations
 were counted with, the depth, where the lens first shows the final answer for good (mean layer
 and the share of conflicts decided from the first layer), and the toy's training steps and
-seconds (``None`` for other models)."""
+seconds, and how far it is from the Bayes-optimal predictor on held-out prompts (excess KL in
+nats, share of prompts whose top colour is the Bayes one; ``None`` for other models)."""
 SPEC = ToySpec()
 """The toy task of the embedded default."""
 CONTROL_SHARE = 2
@@ -173,7 +176,7 @@ def toy_model(
         raise ValueError("toy_model needs a cache folder or a scratch folder")
     folder = base / "toy-decoder"
     record = cache.load("toy")
-    if record is not None and (folder / f"step-{config.toy_steps}" / "config.json").is_file():
+    if record is not None and (folder / f"step-{record['steps']}" / "config.json").is_file():
         cache.hits.append("toy")
         return str(folder), record
     base.mkdir(parents=True, exist_ok=True)
@@ -294,6 +297,8 @@ def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
         "decided_at_first_layer": _round((decided == 0).mean()) if len(decided) else None,
         "training_steps": None if training is None else training.get("steps"),
         "training_seconds": None if training is None else training.get("seconds"),
+        "toy_excess_kl": _round(training.get("excess_kl")) if training else None,
+        "toy_bayes_agreement": _round(training.get("bayes_agreement")) if training else None,
     }
 
 

@@ -239,6 +239,72 @@ def training_example(spec: ToySpec, r: random.Random) -> tuple[list[str], int]:
     return tokens, label
 
 
+def bayes_example(spec: ToySpec, r: random.Random) -> tuple[list[str], list[float]]:
+    """One training-distribution example with the Bayes-optimal answer distribution.
+
+    Drawn exactly as :func:`training_example` draws (the same ``mix`` and noise), but instead of
+    a sampled label it returns ``P(label = colour | prompt)`` under the task's own noise model:
+    a single source (or an irrelevant A with B) gives its answer with probability
+    ``1 - eps + eps / K`` and every other colour ``eps / K``; two noisy sources give the
+    posterior of the world's answer, ``P(c) ∝ P(A shows a | c) P(B shows b | c)`` with
+    ``P(shows x | c) = 1 - eps`` if ``x == c`` else ``eps / (K - 1)``. A model whose predictive
+    distribution is this one has learned how reliable each channel is at each tier; its
+    expected excess loss is the KL divergence from it (the toy's training criterion).
+
+    It consumes ``r`` exactly as :func:`training_example` does, so the same seed draws the same
+    prompts, each with the label the training stream would have sampled from this distribution.
+    """
+    k = spec.n_colours
+    kind = r.choices(("a", "b", "both", "irrelevant"), spec.mix)[0]
+    kinds = {"both": "noisy", "irrelevant": "control"}
+    ex = example(spec, r, kinds.get(kind, "consistent"))
+    if kind == "both":
+        ea, eb = spec.eps_a[ex.tier_a], spec.eps_b[ex.tier_b]
+        shows_a = [(1 - ea) if c == ex.a else ea / (k - 1) for c in range(k)]
+        shows_b = [(1 - eb) if c == ex.b else eb / (k - 1) for c in range(k)]
+        joint = [x * y for x, y in zip(shows_a, shows_b, strict=True)]
+        total = sum(joint)
+        r.random()  # training_example's label-noise draw (no noise on a two-source label)
+        return [*ex.source_a, *ex.source_b, *ex.question], [x / total for x in joint]
+    if kind == "a":
+        tokens, eps, answer = [*ex.source_a, *ex.question], spec.eps_a[ex.tier_a], ex.a
+    elif kind == "b":
+        tokens, eps, answer = [*ex.source_b, *ex.question], spec.eps_b[ex.tier_b], ex.b
+    else:
+        tokens = [*ex.source_a, *ex.source_b, *ex.question]
+        eps, answer = spec.eps_b[ex.tier_b], ex.b
+    if r.random() < eps:  # training_example's label-noise draw, and its colour
+        r.randrange(k)
+    return tokens, [(1 - eps + eps / k) if c == answer else eps / k for c in range(k)]
+
+
+def bayes_heldout(
+    spec: ToySpec, ids: dict[str, int], size: int, seed: int
+) -> dict[str, torch.Tensor]:
+    """A held-out set of ``size`` training-distribution prompts with their Bayes answers.
+
+    Seeded apart from the training stream and the evaluation cases. Returns ``input_ids``,
+    ``attention_mask``, ``last`` (as :func:`training_batch`), ``colours`` (the colour tokens'
+    ids) and ``bayes`` (size, K): each prompt's Bayes-optimal distribution over the colours.
+    """
+    r = random.Random(f"toy-heldout-{seed}")
+    rows = [bayes_example(spec, r) for _ in range(size)]
+    batch = _pad(spec, ids, [tokens for tokens, _ in rows])
+    batch["colours"] = torch.tensor([ids[c] for c in spec.colours])
+    batch["bayes"] = torch.tensor([probs for _, probs in rows], dtype=torch.float64)
+    return batch
+
+
+def _pad(spec: ToySpec, ids: dict[str, int], rows: list[list[str]]) -> dict[str, torch.Tensor]:
+    width = max(len(tokens) for tokens in rows)
+    input_ids = torch.full((len(rows), width), ids[PAD], dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, tokens in enumerate(rows):
+        input_ids[i, : len(tokens)] = torch.tensor([ids[t] for t in tokens])
+        mask[i, : len(tokens)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "last": mask.sum(1) - 1}
+
+
 def training_batch(
     spec: ToySpec, ids: dict[str, int], size: int, generator: torch.Generator
 ) -> dict[str, torch.Tensor]:
@@ -250,18 +316,9 @@ def training_batch(
     """
     r = random.Random(int(torch.randint(0, 2**62, (1,), generator=generator)))
     rows = [training_example(spec, r) for _ in range(size)]
-    width = max(len(tokens) for tokens, _ in rows)
-    input_ids = torch.full((size, width), ids[PAD], dtype=torch.long)
-    mask = torch.zeros((size, width), dtype=torch.long)
-    for i, (tokens, _) in enumerate(rows):
-        input_ids[i, : len(tokens)] = torch.tensor([ids[t] for t in tokens])
-        mask[i, : len(tokens)] = 1
-    return {
-        "input_ids": input_ids,
-        "attention_mask": mask,
-        "last": mask.sum(1) - 1,
-        "labels": torch.tensor([ids[spec.colours[label]] for _, label in rows]),
-    }
+    batch = _pad(spec, ids, [tokens for tokens, _ in rows])
+    batch["labels"] = torch.tensor([ids[spec.colours[label]] for _, label in rows])
+    return batch
 
 
 def compositional_parts(spec: ToySpec) -> dict[str, Sequence[str]]:

@@ -22,6 +22,7 @@ from workbench.analyses.concept_oscillation.toy import (
     SPECIAL,
     UNK,
     ToySpec,
+    bayes_heldout,
     compositional_parts,
     training_batch,
 )
@@ -82,23 +83,53 @@ def answer_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch
     return F.cross_entropy(logits[rows, batch["last"]], batch["labels"])
 
 
+HELDOUT = 2000
+"""Held-out prompts on which the training criterion is measured."""
+EVAL_EVERY = 100
+"""Steps between two checks of the criterion."""
+
+
+def excess_kl(model: torch.nn.Module, heldout: dict[str, torch.Tensor]) -> dict[str, float]:
+    """The toy's distance from the Bayes-optimal predictor on the held-out prompts.
+
+    ``excess_kl``: mean ``KL(bayes || model)`` over the colours (nats), the expected excess of
+    the model's next-token loss over the best achievable on this task's noise; ``accuracy``:
+    how often the model's top colour is the Bayes-optimal one.
+    """
+    logits = model(input_ids=heldout["input_ids"], attention_mask=heldout["attention_mask"]).logits
+    rows = torch.arange(len(heldout["last"]))
+    logp = F.log_softmax(logits[rows, heldout["last"]].double(), -1)[:, heldout["colours"]]
+    bayes = heldout["bayes"]
+    kl = (bayes * (bayes.log() - logp)).sum(-1).mean()
+    agree = (logp.argmax(-1) == bayes.argmax(-1)).double().mean()
+    return {"excess_kl": float(kl), "accuracy": float(agree)}
+
+
 def train_toy(
     spec: ToySpec,
     out: str | os.PathLike[str],
     *,
     steps: int,
     seed: int = 0,
+    target_kl: float | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
     """Trains the toy and saves it as ``out/step-{steps}`` (model and tokenizer).
+
+    Every :data:`EVAL_EVERY` steps the toy is measured against the Bayes-optimal predictor on
+    :data:`HELDOUT` held-out prompts (:func:`excess_kl`). With ``target_kl`` it trains to that
+    criterion: it stops at the first check where the excess KL is at most ``target_kl``, and
+    ``steps`` is the cap (the summary's ``stopped_at`` is then ``None`` and ``converged``
+    false; the caller decides whether that is an error).
 
     The folder is written under a temporary name and renamed into place when training ends
     (:func:`workbench.train.train`), so an interrupted run leaves no half-written model.
 
     Returns:
         ``(folder, summary)``: the saved folder (``load_model`` takes ``out``) and the
-        training summary (steps, seconds, first and last losses, loss curve every 50 steps).
+        training summary (steps run, seconds, first and last losses, loss curve every 50
+        steps, the excess KL and Bayes agreement at the end and their curve).
     """
     tok = tokenizer(spec)
     ids = {token: i for i, token in enumerate(spec.vocab)}
@@ -117,16 +148,21 @@ def train_toy(
         warmup=min(100, max(1, steps // 10)),
         seed=seed,
         checkpoints=(steps,),
+        eval_every=EVAL_EVERY,
         device=device,
         # one thread: the same toy (and numbers) whatever the machine's core count; trained with
         # two threads, seed 0's float sums split differently and gave another toy
         threads=1,
     )
+    heldout = bayes_heldout(spec, ids, HELDOUT, seed)
+    stop = None if target_kl is None else (lambda v: v["excess_kl"] <= target_kl)
     result = train(
         lambda: build_model(spec),
         config,
         loss_fn=answer_loss,
         sample=sample,
+        evaluate=lambda model: excess_kl(model, _to(heldout, device)),
+        stop_when=stop,
         out=out,
         save=save,
         record={"toy": {"spec": repr(spec), "arch": ARCH, "batch": BATCH}},
@@ -135,8 +171,16 @@ def train_toy(
     )
     losses = list(result.losses)
     tail = losses[-min(100, len(losses)) :]
+    last = result.evals[-1].values
     summary = {
-        "steps": steps,
+        "steps": result.steps,
+        "max_steps": steps,
+        "target_kl": target_kl,
+        "stopped_at": result.stopped_at,
+        "converged": None if target_kl is None else last["excess_kl"] <= target_kl,
+        "excess_kl": last["excess_kl"],
+        "bayes_agreement": last["accuracy"],
+        "kl_curve": [[e.step, round(e.values["excess_kl"], 5)] for e in result.evals],
         "seconds": round(result.seconds, 2),
         "first_loss": losses[0],
         "final_loss": sum(tail) / len(tail),
@@ -146,3 +190,7 @@ def train_toy(
     }
     assert result.out is not None
     return Path(result.out), summary
+
+
+def _to(batch: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in batch.items()}
