@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from workbench.claims import Claim, evaluate
 from workbench.errors import ConfigError, InputError
+from workbench.records import save_results
 
 
 class StudyConfig:
@@ -121,8 +122,6 @@ def save_study(
     Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics and
     its ``CLAIMS``, which are checked on the metrics and written as the ``claims`` list.
     """
-    from workbench.runner.results import save_results
-
     return save_results(
         out_dir,
         analysis=analysis,
