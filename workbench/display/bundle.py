@@ -35,6 +35,8 @@ SNAPSHOT_ENV = "WORKBENCH_SNAPSHOTS"
 """``0`` turns figure snapshots off; anything else (or unset) draws them where possible."""
 MAX_LINES = 12
 MAX_CHARS = 990
+TEXT_METRICS = 5
+"""Metrics a study result's text repr lists (its card lists all of them)."""
 
 
 def clip_text(lines: Sequence[str]) -> str:
@@ -265,10 +267,10 @@ def study_result_bundle(
     subtitle = _model_line(record)
     html = H.card(f"{title} result", subtitle, "".join(body), footer(record))
     lines = [f"{type(result).__name__}({title}; {subtitle})"]
-    for key, value in list(metrics.items())[:6]:
-        lines.append(f"  {key}: {_short(value)}")
-    if len(metrics) > 6:
-        lines.append(f"  ... {len(metrics) - 6} more metrics")
+    for key, value in list(metrics.items())[:TEXT_METRICS]:
+        lines.append(f"  {key}: {_short(value, limit=100)}")
+    if len(metrics) > TEXT_METRICS:
+        lines.append(f"  ... {len(metrics) - TEXT_METRICS} more metrics (the card has them all)")
     if claim_rows:
         failed = [r["name"] for r in claim_rows if r["holds"] is not True]
         lines.append(
@@ -298,9 +300,13 @@ def _model_line(record: Mapping[str, Any]) -> str:
 
 def _short(value: Any, n: int = 6, limit: int = 200) -> str:
     """A value in at most ``limit`` characters: numbers formatted, nested lists summarized."""
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple) and value and all(isinstance(v, Mapping) for v in value):
+        keys = list(map(str, value[0]))
+        shown = ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+        text = f"{len(value)} rows of {{{shown}}}"
+    elif isinstance(value, list | tuple):
         items = [
-            _short(v, 3, 40) if isinstance(v, list | tuple | Mapping) else H.fmt(v)
+            _short(v, 3, 40) if isinstance(v, list | tuple | Mapping) else _list_item(v)
             for v in value[:n]
         ]
         text = f"[{', '.join(items)}{', ...' if len(value) > n else ''}] ({len(value)})"
@@ -309,6 +315,11 @@ def _short(value: Any, n: int = 6, limit: int = 200) -> str:
     else:
         text = H.fmt(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _list_item(value: Any) -> str:
+    """A number inside a list: no thousands separator, so the list's commas stay unambiguous."""
+    return H.fmt(value).replace(",", "")
 
 
 def metrics_table(metrics: Mapping[str, Any], max_items: int = 12) -> str:
@@ -329,7 +340,7 @@ def metrics_table(metrics: Mapping[str, Any], max_items: int = 12) -> str:
                 f"background:{'#0072B2' if v is None or v >= 0 else '#D55E00'}'></span>"
                 for v in value[:max_items]
             )
-            shown = ", ".join(H.fmt(v) for v in value[:max_items])
+            shown = ", ".join(_list_item(v) for v in value[:max_items])
             more = f" ... (+{len(value) - max_items})" if len(value) > max_items else ""
             rows.append((key, H.Raw(f"{bars} <span>{H.esc(shown + more)}</span>")))
         else:

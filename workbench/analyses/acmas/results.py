@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from workbench.display.studies import study_bundle, study_text
+
 FIGURES = ("score_distributions", "f1_by_layer", "roc", "restoration")
 """The figure kinds of :class:`AcmasResult`."""
 
@@ -188,6 +190,13 @@ class AcmasResult:
     def schedule(self, name: str) -> ScheduleResult | None:
         """The result of schedule ``name`` (``None`` if it was not run)."""
         return next((s for s in self.schedules if s.schedule == name), None)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "acmas", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "acmas")
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.analyses.anisotropy.tangent import TangentResult
 from workbench.analyses.base import draw_figure
+from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 from workbench.geometry import FrequencyDistance
 
@@ -184,6 +185,13 @@ class AnisotropyResult:
             for c in self.checkpoints
             for m in c.layers
         ]
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "anisotropy", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "anisotropy")
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw (training figures need several checkpoints)."""

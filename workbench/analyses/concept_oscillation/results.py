@@ -21,6 +21,7 @@ from workbench.analyses.concept_oscillation.readout import (
     optional_float,
 )
 from workbench.arrays import frozen
+from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -290,6 +291,13 @@ class ConceptOscillationResult:
     def probe(self) -> ProbeCurve | None:
         """The per-layer probe."""
         return self.run.probe
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "concept_oscillation", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "concept_oscillation")
 
     def figure_kinds(self) -> list[str]:
         """The figures this result can draw."""

@@ -15,6 +15,7 @@ import numpy as np
 from workbench.analyses.base import draw_figure
 from workbench.analyses.geometric_memory.graphs import GraphTask
 from workbench.arrays import frozen, frozen_or_none
+from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -341,6 +342,13 @@ class GeometricMemoryResult:
             "control": self.control.geometry,
             **self.baselines,
         }
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "geometric_memory", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "geometric_memory")
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 from workbench.lens import LensResult
 from workbench.probes import ProbeSweepResult
@@ -160,6 +161,13 @@ class ReadoutsResult:
     def curve(self, lens: str) -> LensCurve | None:
         """The curve of ``lens`` (``None`` if it was not run)."""
         return next((c for c in self.curves if c.lens == lens), None)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "readouts", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "readouts")
 
     def figure_kinds(self) -> list[str]:
         """Every figure kind (all are always available)."""
