@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.analyses.depth_ensemble.results import (
+from workbench.analyses.depth_ensemble.layers import (
     LayerGeometry,
     floats,
     ints,
