@@ -19,6 +19,10 @@ graph's canonical node order, and an undirected adjacency matrix.
   cosine distance and the graph's shortest-path distance.
 * :func:`edge_recovery`: the share of memorized directed edges ``u -> v`` whose ``v`` is among the
   model's top-k next-token predictions after ``u``.
+
+The pairwise views the figures also draw (:func:`cosine_matrix`, :func:`pca2`,
+:func:`shortest_paths`) are :mod:`workbench.geometry.pairwise`'s, imported here: this module builds
+the results, so the figures (which the results draw) cannot import it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,23 @@ import numpy as np
 
 from workbench.analyses.geometric_memory.results import EmbeddingGeometry
 from workbench.errors import InputError
+from workbench.geometry.pairwise import cosine_matrix, pca2, shortest_paths
+
+__all__ = [  # cosine_matrix, pca2 and shortest_paths live in workbench.geometry.pairwise
+    "cosine_matrix",
+    "distance_spearman",
+    "edge_recovery",
+    "geometric_level",
+    "laplacian_eigenmap",
+    "laplacian_spectrum",
+    "measure_embeddings",
+    "pca2",
+    "recovery_ceiling",
+    "shortest_paths",
+    "spectral_energy",
+    "top_energy",
+    "top_k",
+]
 
 
 def _embeddings(e: Any, n: int | None = None) -> np.ndarray:
@@ -102,16 +123,6 @@ def top_energy(energy: Any, k: int) -> float:
     return float(energy[:k].sum() / energy.sum())
 
 
-def cosine_matrix(embeddings: Any) -> np.ndarray:
-    """Pairwise cosine similarity of the rows, ``(n, n)``."""
-    e = _embeddings(embeddings)
-    norms = np.linalg.norm(e, axis=1, keepdims=True)
-    if (norms == 0).any():
-        raise InputError("a node embedding is the zero vector; cosine is undefined")
-    x = e / norms
-    return np.clip(x @ x.T, -1.0, 1.0)
-
-
 def geometric_level(embeddings: Any, adjacency: Any) -> float:
     """Mean cosine of edge endpoints minus the mean cosine of non-adjacent distinct pairs."""
     a = np.asarray(adjacency, dtype=np.float64)
@@ -122,14 +133,6 @@ def geometric_level(embeddings: Any, adjacency: Any) -> float:
     if edge.all() or not edge.any():
         raise InputError("geometric level needs both edges and non-edges")
     return float(cos[iu][edge].mean() - cos[iu][~edge].mean())
-
-
-def shortest_paths(adjacency: Any) -> np.ndarray:
-    """Hop distance between every pair of nodes, ``(n, n)`` (``inf`` between components)."""
-    from scipy.sparse.csgraph import shortest_path
-
-    a = np.asarray(adjacency, dtype=np.float64)
-    return shortest_path(np.maximum(a, a.T) > 0, method="D", unweighted=True)
 
 
 def distance_spearman(embeddings: Any, distances: Any) -> float:
@@ -177,18 +180,6 @@ def laplacian_eigenmap(adjacency: Any, dim: int) -> np.ndarray:
     deg = np.maximum(a, a.T).sum(1)
     k = min(dim, len(a) - 1)
     return vectors[:, 1 : 1 + k] / np.sqrt(deg)[:, None]
-
-
-def pca2(embeddings: Any) -> np.ndarray:
-    """The top two principal-component scores of the rows, ``(n, 2)`` (deterministic signs)."""
-    e = _embeddings(embeddings)
-    centred = e - e.mean(0)
-    u, s, _ = np.linalg.svd(centred, full_matrices=False)
-    scores = u[:, :2] * s[:2]
-    if scores.shape[1] < 2:
-        scores = np.pad(scores, ((0, 0), (0, 2 - scores.shape[1])))
-    flip = np.sign(scores[np.argmax(np.abs(scores), axis=0), [0, 1]])
-    return scores * np.where(flip == 0, 1.0, flip)
 
 
 def measure_embeddings(

@@ -1,4 +1,10 @@
-"""Plotly builders for the geometric-memory study, each taking a :class:`GeometricMemoryResult`."""
+"""Plotly builders for the geometric-memory study, each taking a :class:`GeometricMemoryResult`.
+
+The builders compute nothing themselves: the pairwise views they show (2-D PCA scores, cosine
+matrices, hop distances) come from :mod:`workbench.geometry.pairwise`, and the ``draw_*``
+functions take those computed values only. This module imports the results' types for type
+checking alone (the results import it to draw).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.analyses.geometric_memory import compute
 from workbench.figures import OKABE_ITO, TWO_COLUMN, style
+from workbench.geometry.pairwise import cosine_matrix, pca2, shortest_paths
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -53,13 +59,29 @@ def projections(result: GeometricMemoryResult) -> go.Figure:
     The Laplacian-eigenmap column shows the graph's own top two non-trivial eigenvectors in its
     PCA row: the picture a geometric memory should resemble.
     """
+    geos = result.geometries()
+    names = [n for n in (*MODELS, "eigenmap") if n in geos]
+    panels: dict[str, dict[str, np.ndarray | None]] = {}
+    if any(geos[n].umap is not None for n in names):
+        panels["UMAP"] = {n: geos[n].umap for n in names}
+    panels["PCA"] = {
+        n: geos[n].embeddings[:, :2] if n == "eigenmap" else pca2(geos[n].embeddings) for n in names
+    }
+    return draw_projections(result, panels)
+
+
+def draw_projections(
+    result: GeometricMemoryResult, panels: dict[str, dict[str, np.ndarray | None]]
+) -> go.Figure:
+    """Draws computed 2-D coordinates: ``panels[row][name]`` is ``(n_nodes, 2)`` or ``None``.
+
+    ``result`` gives only the graph (edges, colours, name); nothing is computed here.
+    """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    geos = result.geometries()
-    names = [n for n in (*MODELS, "eigenmap") if n in geos]
-    with_umap = any(geos[n].umap is not None for n in names)
-    rows = ["UMAP", "PCA"] if with_umap else ["PCA"]
+    rows = list(panels)
+    names = list(next(iter(panels.values())))
     titles = [
         f"{_title(n)}: {row}"
         if not (n == "eigenmap" and row == "PCA")
@@ -82,15 +104,9 @@ def projections(result: GeometricMemoryResult) -> go.Figure:
     ]
     for r, row in enumerate(rows, 1):
         for c, name in enumerate(names, 1):
-            geo = geos[name]
-            if row == "UMAP":
-                xy = geo.umap
-                if xy is None:
-                    continue
-            elif name == "eigenmap":
-                xy = geo.embeddings[:, :2]
-            else:
-                xy = compute.pca2(geo.embeddings)
+            xy = panels[row][name]
+            if xy is None:
+                continue
             ex, ey = _edge_lines(xy, result.graph.edges)
             fig.add_trace(
                 go.Scatter(
@@ -161,21 +177,27 @@ def spectral_energy(result: GeometricMemoryResult) -> go.Figure:
 
 def similarity(result: GeometricMemoryResult) -> go.Figure:
     """Node-node cosine similarity in graph order, next to the graph's hop distances."""
+    geos = result.geometries()
+    names = [n for n in ("transformer", "control", "node2vec") if n in geos]
+    cosines = {n: cosine_matrix(geos[n].embeddings) for n in names}
+    return draw_similarity(shortest_paths(result.graph.adjacency), cosines)
+
+
+def draw_similarity(distances: np.ndarray, cosines: dict[str, np.ndarray]) -> go.Figure:
+    """Draws a computed ``(n, n)`` hop-distance matrix beside each named cosine matrix."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    geos = result.geometries()
-    names = [n for n in ("transformer", "control", "node2vec") if n in geos]
+    names = list(cosines)
     fig = make_subplots(
         rows=1,
         cols=len(names) + 1,
         horizontal_spacing=0.04,
         subplot_titles=["graph distance (hops)", *map(_title, names)],
     )
-    dist = compute.shortest_paths(result.graph.adjacency)
     fig.add_trace(
         go.Heatmap(
-            z=dist,
+            z=distances,
             colorscale="Viridis",
             reversescale=True,
             showscale=False,
@@ -187,7 +209,7 @@ def similarity(result: GeometricMemoryResult) -> go.Figure:
     for c, name in enumerate(names, 2):
         fig.add_trace(
             go.Heatmap(
-                z=compute.cosine_matrix(geos[name].embeddings),
+                z=cosines[name],
                 zmin=-1,
                 zmax=1,
                 colorscale="RdBu",
