@@ -1,6 +1,7 @@
 """``workbench doctor``: what this environment has, and how to get what it lacks.
 
-One table: Python and package versions, torch's build and devices, the Chromium that static figure
+One table: Python and package versions, torch's build and devices with their free memory (what
+``load_model(..., max_memory=...)`` can hand out), the Chromium that static figure
 export needs, ``WORKBENCH_HOME`` and the models cached there, and the optional parts (Ray,
 TransformerLens, nnsight, JupyterLab). Every missing optional part is named with the command that
 provides it. The command always exits 0: it reports, it does not judge.
@@ -30,6 +31,7 @@ OPTIONAL = {
     "ray": ("Ray (workbench sweep --backend ray)", "pip install 'workbench[ray]'"),
     "transformer_lens": ("TransformerLens capture backend", "pip install 'workbench[tl]'"),
     "nnsight": ("nnsight capture backend", "pip install 'workbench[nnsight]'"),
+    "accelerate": ("accelerate (device_map=)", "pip install accelerate"),
     "jupyterlab": ("JupyterLab", "pip install 'workbench[notebooks]'"),
     "papermill": ("papermill (workbench run)", "pip install 'workbench[notebooks]'"),
     "kaleido": ("kaleido (static figure export)", "pip install 'workbench[notebooks]'"),
@@ -75,6 +77,7 @@ def torch_rows() -> list[Row]:
     if mps is not None and mps.is_available():
         devices.append("mps")
     rows.append(Row("torch devices", "info", ", ".join(devices)))
+    rows += memory_rows()
     if torch.version.cuda and not nvidia_gpu_present():
         rows.append(
             Row(
@@ -85,6 +88,13 @@ def torch_rows() -> list[Row]:
             )
         )
     return rows
+
+
+def memory_rows() -> list[Row]:
+    """Free memory of each device (host, then each GPU): what ``max_memory=`` can hand out."""
+    from workbench.devices import memory_report
+
+    return [Row(f"memory {m.device}", "info", m.detail()) for m in memory_report()]
 
 
 def rows() -> list[Row]:

@@ -96,7 +96,7 @@ def train(
         raise ConfigError("stop_when= judges evaluations and needs evaluate= (a metrics function)")
     if save is not None and out is None:
         raise ConfigError("save= writes checkpoint folders and needs out= (a folder)")
-    from workbench.models.loading import resolve_device
+    from workbench.devices import resolve_device
 
     device = resolve_device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
