@@ -15,8 +15,20 @@ from pathlib import Path
 import torch
 
 from workbench import sites as _sites
-from workbench.errors import ConfigError, ModelNotFoundError
+from workbench.devices import resolve_device, resolve_dtype
+from workbench.errors import ModelNotFoundError
+from workbench.models import placement as _placement
 from workbench.models.subject import Subject
+
+__all__ = [
+    "EMBEDDED",
+    "load_model",
+    "local_checkpoints",
+    "minilm_path",
+    "quiet_transformers",
+    "resolve_device",  # re-exported from workbench.devices, where it lives
+    "resolve_dtype",
+]
 
 log = logging.getLogger(__name__)
 
@@ -28,40 +40,7 @@ EMBEDDED: dict[str, str] = {
 }
 """The models that work offline with nothing but the installed packages."""
 
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-}
 _CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA, then MPS, then the CPU; anything else goes to ``torch.device``."""
-    if str(device) != "auto":
-        try:
-            return torch.device(device)
-        except RuntimeError as exc:
-            raise ConfigError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from exc
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
-    """Maps a dtype name to a torch dtype; ``None`` means float32."""
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in _DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}; use one of {', '.join(_DTYPES)}")
-    return _DTYPES[dtype]
 
 
 def minilm_path() -> Path:
@@ -114,50 +93,55 @@ def load_model(
     revision: str | None = None,
     device: str | torch.device = "auto",
     dtype: str | torch.dtype | None = None,
+    device_map: _placement.DeviceMap | None = None,
+    max_memory: _placement.MaxMemory | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
     trust_remote_code: bool = False,
 ) -> Subject:
     """Loads a model and its tokenizer and resolves its hook sites.
+
+    Without ``device_map`` the whole model goes to ``device``, its weights read straight there.
+    With it, accelerate places the model by blocks over GPUs, the CPU and the disk (see
+    :mod:`workbench.models.placement`); every capture, lens and edit works the same on it.
 
     Args:
         name_or_path: ``"minilm"``, ``"tiny-lm"``, a local folder saved with ``save_pretrained``
             (its ``step-N`` subfolders are revisions), or a Hugging Face id.
         revision: A checkpoint: ``"step-200"`` for ``tiny-lm`` and local folders, a branch, tag
             or commit for hub ids (e.g. Pythia's ``"step1000"``).
-        device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device.
-        dtype: Parameter dtype (``"float32"``, ``"bfloat16"``, ...); ``None`` means float32.
+        device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device; not with
+            ``device_map``.
+        dtype: Parameter dtype (``"float32"``, ``"bfloat16"``, ``"float16"``, ...), ``"auto"``
+            for the checkpoint's own; ``None`` means float32.
+        device_map: ``"auto"``/``"balanced"`` (spread evenly), ``"sequential"`` (fill each device
+            in turn) or an explicit ``{module: device}`` dict (devices ``"cpu"``, ``"cuda:N"``,
+            ``N``, ``"disk"``). Implied ``"auto"`` when only ``max_memory`` or
+            ``offload_folder`` is given.
+        max_memory: Memory each device may hold, e.g. ``{"cpu": "60GiB", 0: "70GiB"}`` (keys
+            ``"cpu"``, ``N`` or ``"cuda:N"``); default: what is free now.
+        offload_folder: Where blocks that fit nowhere are kept on disk.
         trust_remote_code: Allow a hub repository's own Python code to run. Off by default.
 
     Returns:
-        The :class:`Subject`, in eval mode on ``device``.
+        The :class:`Subject`, in eval mode; ``subject.placement`` says where each block is.
 
     Raises:
         ModelNotFoundError: The model cannot be had (unknown name, missing folder, offline and
             not cached, or a revision that does not exist).
         UnknownArchitectureError: No ``hooks/*.toml`` file describes the model's architecture.
+        ConfigError: A bad device, dtype or placement (an unknown device or module in the map, a
+            read-only ``offload_folder``, a ``max_memory`` with no room and no
+            ``offload_folder``); raised before any weight is read.
     """
     import transformers
 
     name = os.fspath(name_or_path)
-    torch_device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
-    if name == "minilm":
-        if revision is not None:
-            raise ModelNotFoundError("'minilm' has a single revision; drop revision=")
-        source: str = str(minilm_path())
-    elif name == "tiny-lm":
-        from workbench.models.tiny_lm import ensure_tiny_lm
-
-        source = str(_local_source(ensure_tiny_lm(), revision))
-        revision = Path(source).name
-    elif Path(name).expanduser().is_dir():
-        source = str(_local_source(Path(name).expanduser(), revision))
-        revision = revision if revision is not None else _default_revision(Path(name), source)
-    elif name.startswith((".", "/", "~")) or name.count("/") > 1 or not name.strip():
-        raise ModelNotFoundError(
-            f"no model folder {name!r}; use 'minilm', 'tiny-lm', a folder saved with "
-            "save_pretrained, or a Hugging Face id"
-        )
-    else:
-        source = name
+    device_map, memory, folder = _placement.check_arguments(
+        device, device_map, max_memory, offload_folder
+    )
+    torch_device = resolve_device(device) if device_map is None else None
+    torch_dtype: torch.dtype | str = "auto" if dtype == "auto" else resolve_dtype(dtype)
+    source, revision = _source(name, revision)
     hub = {"revision": revision} if source == name and not Path(name).is_dir() else {}
     try:
         if hub:
@@ -165,24 +149,75 @@ def load_model(
         config = transformers.AutoConfig.from_pretrained(
             source, trust_remote_code=trust_remote_code, **hub
         )
-        auto = _pick_auto_class(config)
+    except (OSError, ValueError) as exc:
+        raise _not_found(name, exc, bool(hub)) from exc
+    auto = _pick_auto_class(config)
+    if device_map is None:
+        plan = _placement.single_device(torch_device)
+    else:
+        sizing = _checkpoint_dtype(config) if torch_dtype == "auto" else torch_dtype
+        skeleton = _placement.empty_model(auto, config, sizing)
+        plan = _placement.plan(skeleton, device_map, memory, folder, sizing)
+        del skeleton
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+    try:
         model = auto.from_pretrained(
-            source, dtype=torch_dtype, trust_remote_code=trust_remote_code, **hub
+            source, dtype=torch_dtype, trust_remote_code=trust_remote_code, **plan.kwargs, **hub
         )
         tokenizer = transformers.AutoTokenizer.from_pretrained(
             source, trust_remote_code=trust_remote_code, **hub
         )
     except (OSError, ValueError, pickle.UnpicklingError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
-        hint = " (offline and not in the Hugging Face cache)" if hub or offline else ""
-        raise ModelNotFoundError(f"cannot load model {name!r}{hint}: {first}") from exc
+        raise _not_found(name, exc, bool(hub)) from exc
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model.to(torch_device).eval()
+    if plan.move_to is not None:
+        model.to(plan.move_to)
+    model.eval()
     family = _sites.family_for(model)
-    log.info("loaded %s (%s) on %s", name, type(model).__name__, torch_device)
-    return Subject(model, tokenizer, family, name, revision, source)
+    subject = Subject(model, tokenizer, family, name, revision, source)
+    log.info("loaded %s (%s) on %s", name, type(model).__name__, subject.placement_summary())
+    return subject
+
+
+def _source(name: str, revision: str | None) -> tuple[str, str | None]:
+    """Where the weights of ``name`` are read from, and the revision that names them."""
+    if name == "minilm":
+        if revision is not None:
+            raise ModelNotFoundError("'minilm' has a single revision; drop revision=")
+        return str(minilm_path()), revision
+    if name == "tiny-lm":
+        from workbench.models.tiny_lm import ensure_tiny_lm
+
+        source = str(_local_source(ensure_tiny_lm(), revision))
+        return source, Path(source).name
+    if Path(name).expanduser().is_dir():
+        source = str(_local_source(Path(name).expanduser(), revision))
+        return source, revision if revision is not None else _default_revision(Path(name), source)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or not name.strip():
+        raise ModelNotFoundError(
+            f"no model folder {name!r}; use 'minilm', 'tiny-lm', a folder saved with "
+            "save_pretrained, or a Hugging Face id"
+        )
+    return name, revision
+
+
+def _not_found(name: str, exc: BaseException, hub: bool) -> ModelNotFoundError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+    hint = " (offline and not in the Hugging Face cache)" if hub or offline else ""
+    return ModelNotFoundError(f"cannot load model {name!r}{hint}: {first}")
+
+
+def _checkpoint_dtype(config: object) -> torch.dtype:
+    """The dtype a checkpoint's config declares (float32 when it declares none)."""
+    declared = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if isinstance(declared, torch.dtype):
+        return declared
+    if isinstance(declared, str) and isinstance(getattr(torch, declared, None), torch.dtype):
+        return getattr(torch, declared)
+    return torch.float32
 
 
 def _default_revision(folder: Path, source: str) -> str | None:

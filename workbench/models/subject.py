@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from workbench import sites as _sites
+from workbench.devices import execution_device
+from workbench.models.placement import placement_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,13 +43,51 @@ class Subject:
 
     @property
     def device(self) -> torch.device:
-        """Device of the model's parameters."""
-        return next(self.model.parameters()).device
+        """Where inputs go: the device the input embeddings compute on.
+
+        For a model on one device, that device. For a placed model (``device_map``), the
+        embeddings' execution device, also when they are offloaded to disk (their weights are
+        then on ``meta`` between forward passes). Each block's own device is in
+        :attr:`placement`; code acting on one module asks
+        :func:`workbench.devices.execution_device` for it.
+        """
+        try:
+            first: nn.Module = self.model.get_input_embeddings()
+        except (AttributeError, NotImplementedError):
+            first = self.model
+        return execution_device(first, execution_device(self.model))
 
     @property
     def dtype(self) -> torch.dtype:
         """Floating dtype of the model's parameters."""
-        return next(self.model.parameters()).dtype
+        for param in self.model.parameters():
+            if param.is_floating_point():
+                return param.dtype
+        return torch.float32
+
+    @property
+    def placement(self) -> dict[str, str]:
+        """Module path -> device (``"cpu"``, ``"cuda:N"``, or ``"disk"`` when offloaded).
+
+        A model on one device is ``{"": device}``; a placed one lists what accelerate planned,
+        block by block (e.g. ``{"model.embed_tokens": "cuda:0", "model.layers.0": "cuda:0",
+        ..., "model.layers.31": "disk", "lm_head": "cpu"}``).
+        """
+        return placement_of(self.model, self.device)
+
+    @property
+    def is_placed(self) -> bool:
+        """Whether the model is split over more than one device (or partly on disk)."""
+        return len(set(self.placement.values())) > 1 or "disk" in self.placement.values()
+
+    def placement_summary(self) -> str:
+        """One line: ``cpu`` for a whole model, or ``12 on cuda:0, 8 on cpu, 4 on disk``."""
+        counts: dict[str, int] = {}
+        for where in self.placement.values():
+            counts[where] = counts.get(where, 0) + 1
+        if len(counts) == 1 and "disk" not in counts:
+            return next(iter(counts))
+        return ", ".join(f"{n} on {where}" for where, n in counts.items())
 
     @property
     def n_layers(self) -> int:
