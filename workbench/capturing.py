@@ -33,10 +33,10 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from workbench import backends as _backends
+from workbench.devices import resolve_dtype
 from workbench.errors import ConfigError
 from workbench.hooking import pad, position_ids, read_hooks
 from workbench.inputs import TokenizedInputs, tokenize
-from workbench.models.loading import resolve_dtype
 from workbench.models.subject import Subject
 from workbench.provenance import numerics
 from workbench.sites import Site
@@ -259,7 +259,11 @@ class _Runner:
         state: dict[str, Any] = {}
 
         def sink(site: Site, hidden: Tensor) -> None:
-            rows = _select(hidden, state["mask"], self.positions)
+            # on a placed model each block's output is on that block's device
+            mask = state["mask"]
+            if mask.device != hidden.device:
+                mask = mask.to(hidden.device)
+            rows = _select(hidden, mask, self.positions)
             buf = buffers[site.name]
             if rows.shape[-1] != buf.shape[-1]:  # a site wider than planned: its own buffer
                 buf = buffers[site.name] = torch.empty(n_rows, rows.shape[-1], dtype=self.dtype)

@@ -373,7 +373,8 @@ class Skip(Edit):
                 f"skip() at {ctx.site.name}: block input {tuple(ctx.block_input.shape)} and "
                 f"output {tuple(hidden.shape)} differ"
             )
-        return ctx.block_input
+        # on a placed model the block's input may still be on the previous block's device
+        return ctx.block_input.to(hidden.device)
 
 
 def skip() -> Skip:

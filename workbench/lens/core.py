@@ -17,6 +17,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from workbench.devices import execution_device
 from workbench.errors import LensError
 from workbench.models.subject import Subject
 from workbench.sites import Site
@@ -218,10 +219,14 @@ def decode(
 ) -> Float[Tensor, "row vocab"]:
     """Logits of residual vectors through the model's own final norm and unembedding.
 
-    The modules named by the family's ``final_norm`` and ``unembed`` sites are called on ``h``
-    (in the model's dtype, on its device); the logits come back as float32.
+    The modules named by the family's ``final_norm`` and ``unembed`` sites are *called* on ``h``
+    (in the model's dtype, on the device the first of them computes on); the logits come back as
+    float32. Calling the modules, never multiplying by their weights, is what makes a placed
+    model work: a head on another device, or offloaded to disk (its weights on ``meta`` outside
+    its own forward), is run by accelerate's hooks like any other block.
     """
-    x = h.to(device=subject.device, dtype=subject.dtype)
+    first = norm.module if norm is not None else unembed.module
+    x = h.to(device=execution_device(first, subject.device), dtype=subject.dtype)
     if norm is not None:
         x = norm.module(x)
     return unembed.module(x).float()
