@@ -263,3 +263,18 @@ def test_text_clipping_keeps_a_few_lines():
     text = B.clip_text([f"line {i} " + "x" * 200 for i in range(40)])
     short(text)
     assert "more lines" in text
+
+
+def test_metrics_made_of_records_show_as_small_tables():
+    table = B.metrics_table(
+        {
+            "ingredients": {"untied": {"level": -0.02}, "both directions": {"level": 0.27}},
+            "per_layer": [{"layer": i, "mean_cosine": 0.1 * i} for i in range(20)],
+        },
+        max_items=12,
+    )
+    assert "both directions" in table and "-0.02" in table and ">mean_cosine<" in table
+    assert "not shown: 8 more rows" in table
+    short(
+        B.study_result_bundle(_Study(), title="x", metrics={"rows": [{"a": 1}] * 40})["text/plain"]
+    )

@@ -343,9 +343,43 @@ def metrics_table(metrics: Mapping[str, Any], max_items: int = 12) -> str:
             shown = ", ".join(_list_item(v) for v in value[:max_items])
             more = f" ... (+{len(value) - max_items})" if len(value) > max_items else ""
             rows.append((key, H.Raw(f"{bars} <span>{H.esc(shown + more)}</span>")))
+        elif _is_rows(value):
+            rows.append((key, H.Raw(_rows_table(value, max_items))))
+        elif isinstance(value, Mapping) and value and _is_rows(list(value.values())):
+            named = [{"": name, **record} for name, record in value.items()]
+            rows.append((key, H.Raw(_rows_table(named, max_items))))
         else:
             rows.append((key, H.Raw(H.esc(_short(value)))))
     return H.table(["metric", "value"], rows)
+
+
+def _is_rows(value: Any) -> bool:
+    """A list of flat records (``[{"layer": 0, "mean_cosine": 0.4}, ...]``): a small table."""
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(v, Mapping) for v in value)
+        and all(not isinstance(x, list | tuple | Mapping) for v in value for x in v.values())
+    )
+
+
+def _rows_table(value: Sequence[Mapping[str, Any]], max_rows: int) -> str:
+    """Records as a nested table: the first ``max_rows`` rows, at most 8 columns."""
+    keys: list[str] = []
+    for record in value:
+        keys += [str(k) for k in record if str(k) not in keys]
+    shown = keys[:8]
+    body = [[H.fmt(r.get(k)) if not isinstance(r.get(k), str) else r[k] for k in shown]
+            for r in value[:max_rows]]  # fmt: skip
+    out = H.table(shown, body)
+    left = []
+    if len(value) > max_rows:
+        left.append(f"{len(value) - max_rows} more rows")
+    if len(keys) > len(shown):
+        left.append(f"columns {', '.join(keys[len(shown) :])}")
+    if left:
+        out += H.note(f"not shown: {'; '.join(left)} (the JSON data has them)")
+    return out
 
 
 def _claim_rows(claims: Any) -> list[dict[str, Any]]:
