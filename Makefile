@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # on machines that keep a CPU build of torch there, uv must see it too or it downloads CUDA's.
 FIND_LINKS := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 
-.PHONY: venv test test-fast test-claims lint demo bench doctor clean
+.PHONY: venv test test-fast test-claims lint demo bench bench-gpu doctor clean
 
 venv: $(STAMP)
 
@@ -62,6 +62,12 @@ bench: $(STAMP)
 	$(PY) bench/probes.py --quick
 	$(PY) bench/node2vec.py
 	$(PY) bench/replicate.py
+
+# On each CUDA device: ~1B and ~7B bf16 Llama-shaped models, bare forward vs streamed capture of
+# every resid_post, peak GPU memory, whole and device_map="auto" (under 8 min on one H200; exits
+# 0 with one line where there is no CUDA). BENCH_GPU_ARGS=--quick for the 1B model only.
+bench-gpu: $(STAMP)
+	$(PY) bench/gpu.py $(BENCH_GPU_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
