@@ -273,18 +273,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """`workbench demo`: every analysis on its defaults, then the gallery."""
     import time
 
-    from workbench.runner.demo import run_demo
+    from workbench.runner.demo import DemoProgress, run_demo
 
     t0 = time.perf_counter()
     only = [a.strip() for a in args.only.split(",") if a.strip()] if args.only else None
     result = run_demo(
-        args.runs, args.figures, only=only, timeout=args.timeout, formats=args.formats
+        args.runs,
+        args.figures,
+        only=only,
+        timeout=args.timeout,
+        formats=args.formats,
+        progress=DemoProgress(sys.stdout),  # each notebook's lines as they happen, flushed
     )
-    lines = [
-        f"{name}: {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f} s)"
-        for name, r in result.runs.items()
-    ]
-    lines += [f"  {name}: {msg}" for name, msg in result.failed.items()]
+    lines = []
+    if result.failed:
+        lines.append(f"failed: {', '.join(result.failed)}")
     from workbench.figures import static_export_problem
 
     problem = static_export_problem()

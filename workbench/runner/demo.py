@@ -11,12 +11,16 @@ stand its run's parameters and git commit, and links to the executed notebook an
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import json
 import os
 import shutil
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from workbench.figures.recorder import MANIFEST
 from workbench.figures.style import HEIGHT, ONE_COLUMN
@@ -187,6 +191,61 @@ def index_page(
     return "\n".join(parts)
 
 
+class DemoProgress:
+    """What ``workbench demo`` says while it runs, each line written and flushed as it happens.
+
+    Piped into a file or a CI log, stdout is block-buffered: without a flush, every line would
+    arrive when the demo ends. So each line is flushed at once; and each notebook's cells, a unit
+    of minutes in a long notebook, show as a bar on a terminal and as one line per finished cell
+    where no terminal shows a bar.
+
+    Args:
+        stream: Where lines go (default ``sys.stdout``).
+        bar: Draw cell progress as a bar (default: when ``stream`` is a terminal).
+    """
+
+    def __init__(self, stream: TextIO | None = None, bar: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        isatty = getattr(self.stream, "isatty", None)
+        self.bar = bool(isatty and isatty()) if bar is None else bar
+        self._bar: Any = None
+        self._t0 = time.perf_counter()
+
+    def line(self, text: str) -> None:
+        """Writes one line now (above the bar, if one is drawn)."""
+        if self._bar is not None:
+            self._bar.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def start(self, name: str, index: int, count: int) -> None:
+        """A notebook starts."""
+        self._t0 = time.perf_counter()
+        self.line(f"[{index}/{count}] {name}: running")
+
+    def cell(self, name: str, done: int, total: int) -> None:
+        """A code cell of ``name``'s notebook finished."""
+        seconds = time.perf_counter() - self._t0
+        if self.bar:
+            if self._bar is None:
+                from tqdm.auto import tqdm
+
+                self._bar = tqdm(total=total, desc=f"{name} cells", file=self.stream, leave=False)
+            self._bar.update(done - self._bar.n)
+        else:
+            self.line(f"  {name}: cell {done}/{total} done ({seconds:.0f} s)")
+
+    def finish(self, name: str, result: RunResult) -> None:
+        """A notebook finished (or failed)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        self.line(f"{name}: {'ok' if result.ok else 'FAILED'} ({result.seconds:.0f} s)")
+        if result.failure is not None:
+            self.line(f"  {name}: {result.failure.describe()}")
+
+
 def run_demo(
     runs_dir: str | Path = "runs/demo",
     figures_dir: str | Path = "figures",
@@ -195,6 +254,7 @@ def run_demo(
     only: list[str] | None = None,
     timeout: float | None = None,
     formats: str | None = None,
+    progress: DemoProgress | None = None,
 ) -> DemoResult:
     """Runs every available analysis on its defaults and writes the figure gallery.
 
@@ -206,6 +266,7 @@ def run_demo(
         timeout: Per-cell timeout in seconds.
         formats: Figure formats (see :func:`~workbench.runner.run.run_analysis`); checked
             before any notebook runs.
+        progress: Says what happens as it happens (``None``: silent).
 
     Returns:
         The runs, the gathered figures and the index path. A failed run does not stop the others.
@@ -221,11 +282,23 @@ def run_demo(
         formats = ",".join(resolve_formats(formats)[0])
     runs_root, fig_root = Path(runs_dir).resolve(), Path(figures_dir).resolve()
     runs, figures = {}, {}
-    for name in names:
+    for i, name in enumerate(names, 1):
+        on_cell = None
+        if progress is not None:
+            progress.start(name, i, len(names))
+            on_cell = functools.partial(progress.cell, name)
         runs[name] = run_analysis(
-            name, {}, runs_root / name, notebooks_dir=notebooks, timeout=timeout, formats=formats
+            name,
+            {},
+            runs_root / name,
+            notebooks_dir=notebooks,
+            timeout=timeout,
+            formats=formats,
+            on_cell=on_cell,
         )
         figures[name] = _replace_figures(runs_root / name, fig_root / name)
+        if progress is not None:
+            progress.finish(name, runs[name])
     fig_root.mkdir(parents=True, exist_ok=True)
     index = fig_root / "index.html"
     atomic_write_bytes(index, index_page(fig_root, runs, figures).encode())

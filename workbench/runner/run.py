@@ -20,7 +20,7 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -216,6 +216,23 @@ def _classify(exc: BaseException, executed: Path) -> Failure:
     return Failure("error", None, "", f"{type(exc).__name__}: {text}")
 
 
+def _cell_counter(notebook: Path, on_cell: Callable[[int, int], None]) -> Callable[..., None]:
+    """An nbclient ``on_cell_executed`` hook calling ``on_cell(done, total)`` per code cell."""
+    import nbformat
+
+    cells = nbformat.read(notebook, as_version=4).cells
+    total = sum(c.cell_type == "code" for c in cells) + 1  # papermill injects the parameters
+    done = 0
+
+    def hook(cell: Any = None, **_: Any) -> None:
+        nonlocal done
+        if getattr(cell, "cell_type", "code") == "code":
+            done += 1
+            on_cell(min(done, total), total)
+
+    return hook
+
+
 def run_analysis(
     analysis: str,
     params: Mapping[str, Any] | None = None,
@@ -227,6 +244,7 @@ def run_analysis(
     kernel: str | None = None,
     formats: str | None = None,
     env: Mapping[str, str] | None = None,
+    on_cell: Callable[[int, int], None] | None = None,
 ) -> RunResult:
     """Executes ``analysis``'s notebook into ``out_dir`` and completes its ``results.json``.
 
@@ -243,6 +261,8 @@ def run_analysis(
             comma list such as ``"pdf,png"``, all of which must then be possible here.
         env: Extra environment variables of the kernel (``ATEN_CPU_CAPABILITY`` and friends: the
             kernel is a new process, so torch reads them when the notebook imports it).
+        on_cell: Called as ``on_cell(done, total)`` after each code cell ran (``total`` counts
+            the cell papermill injects); ``workbench demo`` prints progress with it.
 
     Returns:
         The outcome; a failed run has ``failure`` set and is not an exception.
@@ -275,6 +295,7 @@ def run_analysis(
         PROVENANCE_ENV: json.dumps(record, default=str),
         FORMATS_ENV: formats,
     }
+    hooks = {} if on_cell is None else {"on_cell_executed": _cell_counter(notebook, on_cell)}
     t0 = time.perf_counter()
     failure = None
     try:
@@ -289,6 +310,7 @@ def run_analysis(
                 log_output=False,
                 execution_timeout=timeout,
                 kernel_manager_class=KERNEL_MANAGER,
+                **hooks,
             )
     except Exception as exc:  # every papermill/nbclient failure is classified, never propagated
         failure = _classify(exc, executed)
