@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,7 +34,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from workbench import backends as _backends
-from workbench.devices import resolve_dtype
+from workbench.devices import format_bytes, memory_report, resolve_dtype
 from workbench.errors import ConfigError
 from workbench.hooking import pad, position_ids, read_hooks
 from workbench.inputs import TokenizedInputs, tokenize
@@ -41,6 +42,8 @@ from workbench.models.subject import Subject
 from workbench.provenance import numerics
 from workbench.sites import Site
 from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
+
+log = logging.getLogger(__name__)
 
 Positions = Literal["all", "last", "mean"]
 POSITIONS: tuple[str, ...] = ("all", "last", "mean")
@@ -180,7 +183,16 @@ def capture(
         run_batch = _backends.get(backend)(subject, resolved, remote=remote)
     runner = _Runner(subject, resolved, positions, batch_size, side, store_dtype, run_batch)
     offsets, token_ids = _row_layout(toks, positions)
+    need = int(offsets[-1]) * runner.row_bytes
+    log.info(
+        "capture on %s: %d rows x %d sites, about %s of activations",
+        subject.placement_summary(),
+        int(offsets[-1]),
+        len(resolved),
+        format_bytes(need),
+    )
     if out is None:
+        _check_fits_in_memory(need)
         bar = tqdm(total=len(toks.sequences), desc="capture", unit="text", disable=not progress)
         with bar:
             data = runner.run(toks, range(len(toks.sequences)), offsets, bar)
@@ -191,6 +203,35 @@ def capture(
     return _capture_to_store(
         Path(out), subject, runner, toks, offsets, token_ids, shard_bytes, progress
     )
+
+
+def estimate_bytes(
+    subject: Subject,
+    n_rows: int,
+    sites: str | Sequence[str],
+    layers: str | int | Sequence[int] = "all",
+    dtype: str | torch.dtype | None = None,
+) -> int:
+    """Bytes the activations of ``n_rows`` rows at these sites take (in memory or on disk)."""
+    vocab = int(getattr(subject.model.config, "vocab_size", 0) or 0)
+    widths = [
+        vocab if s.kind == "unembed" else subject.d_model for s in subject.expand(sites, layers)
+    ]
+    return n_rows * sum(widths) * torch.empty((), dtype=resolve_dtype(dtype)).element_size()
+
+
+MEMORY_SHARE = 0.8
+"""Share of the host's free memory an in-memory capture may take; past it, ``out=`` is needed."""
+
+
+def _check_fits_in_memory(need: int) -> None:
+    """Refuses an in-memory capture bigger than the host's free memory allows."""
+    free = memory_report()[0].free
+    if free is not None and need > MEMORY_SHARE * free:
+        raise ConfigError(
+            f"an in-memory capture needs about {format_bytes(need)} but the host has "
+            f"{format_bytes(free)} free; stream it to disk with out='acts/' (an ActivationStore)"
+        )
 
 
 def _context_length(subject: Subject) -> int:
@@ -232,6 +273,7 @@ class _Runner:
         self.pad_id = int(pad) if pad is not None else 0
         vocab = int(getattr(subject.model.config, "vocab_size", 0) or 0)
         self.widths = {s.name: vocab if s.kind == "unembed" else subject.d_model for s in sites}
+        self.row_bytes = sum(self.widths.values()) * torch.empty((), dtype=dtype).element_size()
 
     def _buffers(self, n_rows: int) -> dict[str, Tensor]:
         """One allocation holding every site's ``(n_rows, width)`` buffer as a view.
