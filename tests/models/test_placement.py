@@ -286,3 +286,14 @@ def test_check_leaves_no_folder_behind(big_dir: Path, no_weights, tmp_path: Path
     with pytest.raises(ConfigError):
         load_model(big_dir, device_map={"model.layers.9": "cpu"}, offload_folder=target)
     assert not (tmp_path / "a").exists()
+
+
+def test_tuned_lens_trains_through_an_offloaded_head(big_dir: Path, whole, tmp_path: Path) -> None:
+    from workbench.lens import TunedLens
+
+    placed = _placed(big_dir, "auto", tmp_path)
+    kw = {"steps": 3, "batch_tokens": 16, "progress": False}
+    got = TunedLens.train(placed, TEXTS, **kw)
+    want = TunedLens.train(whole, TEXTS, **kw)
+    torch.testing.assert_close(got.weight, want.weight, atol=1e-5, rtol=0)
+    assert got.weight.abs().sum() > 0
