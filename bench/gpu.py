@@ -13,8 +13,9 @@ download, no host copy of the weights) and saved once as safetensors:
 For each: bare forward tokens/s (``use_cache=False``, batch 8 x 512 random token ids), a streamed
 ``capture(..., sites="resid_post", out=...)`` of every layer in bfloat16 (tokens/s and its ratio to
 the bare forward: the capture copies every block's output to the host and writes it to disk, so
-on a fast GPU it is bound by the disk), and the peak GPU memory of each (``max_memory_allocated``
-summed over devices).
+on a fast GPU it is bound by the copy and the disk), the same capture held in memory (``mem``: the
+device-to-host copy without the disk), and the peak GPU memory of the forward and the streamed
+capture (``max_memory_allocated`` summed over devices).
 
 Without CUDA it prints one line and exits 0. Each measurement that fails (say, out of memory on a
 small GPU) prints one line and the rest still run; the exit status is then 1. A time budget
@@ -132,6 +133,12 @@ def measure(subject: Any, scratch: Path) -> dict[str, Any]:
     sync()
     seconds = time.perf_counter() - start
     out["capture_tokens_per_s"] = texts.numel() / seconds
+    sync()
+    start = time.perf_counter()
+    held = capture(subject, texts, **common)  # in memory: the device-to-host copy, no disk
+    sync()
+    out["memory_capture_tokens_per_s"] = texts.numel() / (time.perf_counter() - start)
+    del held
     out["capture_peak_gib"] = peak_gib()
     out["capture_over_forward"] = out["forward_tokens_per_s"] / out["capture_tokens_per_s"]
     out["store_gib"] = sum(f.stat().st_size for f in Path(store.path).rglob("*")) / 2**30
@@ -176,7 +183,7 @@ def run_model(name: str, root: Path, deadline: float) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'model':<9} {'load':<16} {'params':>7} {'fwd tok/s':>10} {'cap tok/s':>10} "
-        f"{'cap/fwd':>7} {'peak fwd':>9} {'peak cap':>9}  placement"
+        f"{'cap/fwd':>7} {'mem tok/s':>10} {'peak fwd':>9} {'peak cap':>9}  placement"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -186,7 +193,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             continue
         lines.append(
             f"{start} {r['forward_tokens_per_s']:>10,.0f} {r['capture_tokens_per_s']:>10,.0f} "
-            f"{r['capture_over_forward']:>6.2f}x {r['forward_peak_gib']:>7.1f}Gi "
+            f"{r['capture_over_forward']:>6.2f}x {r['memory_capture_tokens_per_s']:>10,.0f} "
+            f"{r['forward_peak_gib']:>7.1f}Gi "
             f"{r['capture_peak_gib']:>7.1f}Gi  {r['placement']}"
         )
     return "\n".join(lines)
