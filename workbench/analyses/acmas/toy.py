@@ -32,6 +32,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -251,14 +252,6 @@ def heldout_data(
     return out
 
 
-class _Learned(Exception):
-    """Raised by the criterion check to end training at the first step where it holds."""
-
-    def __init__(self, step: int, accuracy: dict[str, float]) -> None:
-        super().__init__(step)
-        self.step, self.accuracy = step, accuracy
-
-
 def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> Path:
     """Trains the agent LM until the criterion holds and saves it into ``out``.
 
@@ -278,12 +271,11 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
     tok = tokenizer()
     ids, labels = training_data(config, tok)
     heldout = heldout_data(config, tok)
-    built: list[torch.nn.Module] = []
     checks: list[dict] = []
     losses: list[float] = []
 
     def build() -> torch.nn.Module:
-        model = GPT2LMHeadModel(
+        return GPT2LMHeadModel(
             GPT2Config(
                 vocab_size=len(WORDS),
                 n_positions=64,
@@ -298,8 +290,6 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
                 pad_token_id=tok.pad_token_id,
             )
         )
-        built.append(model)
-        return model
 
     def loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         value = model(input_ids=batch[0], labels=batch[1]).loss
@@ -313,9 +303,10 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
             logits = model(input_ids=x).logits[torch.arange(len(x)), last]
             acc[kind] = float((logits.argmax(-1) == answer).float().mean())
         checks.append({"step": step, **acc})
-        if step > 0 and min(acc.values()) >= config.target_accuracy:
-            raise _Learned(step, acc)
         return acc
+
+    def learned(accuracy: Mapping[str, float]) -> bool:
+        return min(accuracy.values()) >= config.target_accuracy
 
     schedule = TrainConfig(
         steps=config.max_steps,
@@ -328,26 +319,28 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
         threads=1,
     )
     started = time.perf_counter()
-    try:
-        train(
-            build,
-            schedule,
-            loss_fn=loss,
-            data=(ids, labels),
-            evaluate=criterion,
-            progress=progress,
-            desc="train agent LM (to criterion)",
-        )
-    except _Learned as done:
-        model = built[-1]
+    result = train(
+        build,
+        schedule,
+        loss_fn=loss,
+        data=(ids, labels),
+        evaluate=criterion,
+        stop_when=learned,
+        progress=progress,
+        desc="train agent LM (to criterion)",
+    )
+    accuracy = result.evals[-1].values
+    if learned(accuracy):  # at the step the criterion stopped the run, or at the cap itself
+        model = result.model
+        assert model is not None
         seconds = time.perf_counter() - started
         record = {
             "toy": asdict(config),
             "recipe": RECIPE_VERSION,
             "key": config.key(),
             "criterion": f"held-out accuracy >= {config.target_accuracy} on {', '.join(KINDS)}",
-            "steps": done.step,
-            "accuracy": done.accuracy,
+            "steps": result.steps,
+            "accuracy": accuracy,
             "checks": checks,
             "losses": losses,
             "seconds": seconds,
@@ -358,9 +351,9 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
             (tmp / "training.json").write_text(json.dumps(record, indent=1))
         log.info(
             "agent LM learned the injected behaviour in %d steps (%.1f s), held-out accuracy %s",
-            done.step,
+            result.steps,
             seconds,
-            {k: round(v, 3) for k, v in done.accuracy.items()},
+            {k: round(v, 3) for k, v in accuracy.items()},
         )
         return Path(out) / "model"
     last = checks[-1]
