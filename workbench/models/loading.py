@@ -156,7 +156,7 @@ def load_model(
         plan = _placement.single_device(torch_device)
     else:
         sizing = _checkpoint_dtype(config) if torch_dtype == "auto" else torch_dtype
-        skeleton = _placement.empty_model(auto, config, sizing)
+        skeleton = _placement.empty_model(auto, config, sizing, trust_remote_code)
         plan = _placement.plan(skeleton, device_map, memory, folder, sizing)
         del skeleton
         if folder is not None:

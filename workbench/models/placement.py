@@ -163,18 +163,19 @@ def _remove_empty(folder: Path, made: Path | None) -> None:
         current = current.parent
 
 
-def empty_model(auto_class: Any, config: Any, dtype: torch.dtype | str) -> nn.Module:
+def empty_model(
+    auto_class: Any, config: Any, dtype: torch.dtype, trust_remote_code: bool = False
+) -> nn.Module:
     """The model's skeleton on the ``meta`` device: its modules and shapes, no memory."""
     from accelerate import init_empty_weights
 
-    kwargs: dict[str, Any] = {}
-    if dtype != "auto":
-        kwargs["dtype"] = dtype
     with init_empty_weights():
         try:
-            model = auto_class.from_config(config, **kwargs)
+            model = auto_class.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
         except TypeError:  # transformers before 4.56 names it torch_dtype
-            model = auto_class.from_config(config, torch_dtype=kwargs.get("dtype"))
+            model = auto_class.from_config(
+                config, torch_dtype=dtype, trust_remote_code=trust_remote_code
+            )
     model.tie_weights()
     return model
 
