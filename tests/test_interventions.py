@@ -10,7 +10,7 @@ import torch
 from tinymodels import D_MODEL, N_LAYERS, VOCAB
 
 from workbench import capture, load_model
-from workbench.errors import InterventionError, SiteError
+from workbench.errors import FigureKindError, InterventionError, SiteError
 from workbench.interventions import (
     ablate,
     activation_patching,
@@ -438,6 +438,9 @@ def test_activation_patching_sweep(subject):
     assert fig.data[0].type == "heatmap" and len(fig.data[0].y) == len(sites)
     assert len(fig.data[0].x) == 6 and fig.layout.template.layout.font.family
     assert result.figure("metric").data[0].z.shape == (len(sites), 6)
+    assert result.figure_kinds() == ["recovered", "metric"]
+    with pytest.raises(FigureKindError, match="unknown figure kind 'bars'; use one of recovered"):
+        result.figure("bars")
 
 
 def test_activation_patching_bad_inputs(subject, tiny_dir):

@@ -12,7 +12,7 @@ import torch
 from tinymodels import D_MODEL, N_LAYERS, SENTENCES
 
 from workbench import load_model
-from workbench.errors import InputError, SiteError, WorkbenchError
+from workbench.errors import FigureKindError, InputError, SiteError, WorkbenchError
 from workbench.inputs import read_texts
 from workbench.lens import (
     LensError,
@@ -388,8 +388,10 @@ def test_figures(decoders, small, small_tuned):
     assert [t.name for t in fig.data] == ["logit lens", "last-block lens", "tuned lens"]
     np.testing.assert_allclose(fig.data[2].y, results[2].loss_by_layer())
     assert len(results[0].figure("by_layer", metric="kl").data) == 1
-    with pytest.raises(LensError, match="figure kind"):
+    assert result.figure_kinds() == ["heatmap", "by_layer"]
+    with pytest.raises(FigureKindError, match="unknown figure kind 'pie'") as bad:
         result.figure("pie")
+    assert isinstance(bad.value, InputError) and isinstance(bad.value, KeyError)
     with pytest.raises(LensError, match="color"):
         result.figure("heatmap", color="blue")
     with pytest.raises(LensError, match="metric"):

@@ -20,7 +20,7 @@ from sklearn.model_selection import PredefinedSplit, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from workbench import capture, load_model
-from workbench.errors import ProbeError, SiteError, WorkbenchError
+from workbench.errors import FigureKindError, ProbeError, SiteError, WorkbenchError
 from workbench.inputs import read_texts
 from workbench.probes import (
     LinearProbe,
@@ -323,6 +323,9 @@ def test_result_dict_round_trip_and_figure():
     fig = result.figure()
     assert [t.name for t in fig.data] == ["probe accuracy", "control (shuffled)", "selectivity"]
     assert list(fig.data[0].x) == [4] and fig.layout.template.layout.font.family.startswith("Helv")
+    assert result.figure_kinds() == ["layers"]
+    with pytest.raises(FigureKindError, match="unknown figure kind 'pie'; use one of layers"):
+        result.figure("pie")
     with pytest.raises(ValueError, match="rows"):
         ProbeSweepResult(result.scores.iloc[1:], "linear", 2, 3, "shuffled", 0.4, 100, 3, "row", {})
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, FigureKindError
 from workbench.train import TrainConfig, load_checkpoint, log_steps, train
 
 N, D_IN, D_OUT = 24, 6, 3
@@ -430,7 +430,8 @@ def test_result_to_dict_and_figures():
     loss = result.figure()
     assert [t.name for t in loss.data] == ["training loss", "acc", "val_loss"]
     assert len(result.figure("grad_norm").data) == 1
-    with pytest.raises(ValueError, match="unknown figure kind"):
+    assert [len(result.figure(k).data) > 0 for k in result.figure_kinds()] == [True, True]
+    with pytest.raises(FigureKindError, match=r"^unknown figure kind 'nope'; use one of loss"):
         result.figure("nope")
     with pytest.raises(KeyError, match="no checkpoint at step 3; saved: 0, 6"):
         result.checkpoint(3)

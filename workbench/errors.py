@@ -7,6 +7,8 @@ with status 2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class WorkbenchError(Exception):
     """Base class for every error the workbench raises on bad input or unusable state."""
@@ -50,6 +52,36 @@ class InterventionError(WorkbenchError):
 
 class LensError(WorkbenchError):
     """A lens on a model without an unembedding, a bad target or position, or a foreign lens."""
+
+
+class FigureKindError(InputError, KeyError):
+    """A figure kind the object cannot draw: unknown, or not available for this result.
+
+    Also a ``KeyError`` (a kind is a key into the object's figure builders), and an
+    :class:`InputError`, so the CLI reports it in one line. Raised by :func:`check_figure_kind`,
+    the one place every ``figure(kind=...)`` checks its argument.
+    """
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def check_figure_kind(kind: object, available: Sequence[str], known: Sequence[str] = ()) -> str:
+    """Returns ``kind`` if ``available`` lists it, else raises :class:`FigureKindError`.
+
+    Args:
+        kind: The kind asked for.
+        available: The kinds this object can draw now (its ``figure_kinds()``).
+        known: Every kind of its type, when some are available only for some results (a kind
+            known but not available is reported as such).
+    """
+    if kind in available:
+        return str(kind)
+    if kind in known:
+        raise FigureKindError(
+            f"figure {kind!r} is not available for this result; available: {', '.join(available)}"
+        )
+    raise FigureKindError(f"unknown figure kind {kind!r}; use one of {', '.join(available)}")
 
 
 class ProbeError(WorkbenchError, ValueError):

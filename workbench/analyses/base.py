@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from workbench.claims import Claim, evaluate
-from workbench.errors import ConfigError, InputError
+from workbench.errors import ConfigError, check_figure_kind
 from workbench.records import save_results
 
 
@@ -154,13 +154,6 @@ def draw_figure(
         builders: Kind to builder (``figures.BUILDERS``).
 
     Raises:
-        InputError: An unknown kind, or one this result cannot draw.
+        FigureKindError: An unknown kind, or one this result cannot draw.
     """
-    if kind not in kinds:
-        raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(kinds)}")
-    available = result.figure_kinds()
-    if kind not in available:
-        raise InputError(
-            f"figure {kind!r} is not available for this result; available: {', '.join(available)}"
-        )
-    return builders[kind](result)
+    return builders[check_figure_kind(kind, result.figure_kinds(), kinds)](result)

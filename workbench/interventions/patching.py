@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from workbench.arrays import frozen
-from workbench.errors import InterventionError
+from workbench.errors import InterventionError, check_figure_kind
 from workbench.hooking import read_hooks
 from workbench.inputs import tokenize
 from workbench.interventions.edits import patch
@@ -204,6 +204,10 @@ class PatchingResult:
             "recovered": clean(self.recovered),
         }
 
+    def figure_kinds(self) -> list[str]:
+        """The kinds :meth:`figure` draws: recovered fraction, or the raw metric, per cell."""
+        return ['recovered', 'metric']
+
     def figure(self, kind: Literal["recovered", "metric"] = "recovered") -> go.Figure:
         """Heatmap, sites (rows, first layer on top) by positions (columns, labelled by token).
 
@@ -214,8 +218,7 @@ class PatchingResult:
 
         from workbench.figures import TWO_COLUMN, style
 
-        if kind not in ("recovered", "metric"):
-            raise InterventionError(f"unknown figure kind {kind!r}; use 'recovered' or 'metric'")
+        check_figure_kind(kind, self.figure_kinds())
         values = self.recovered if kind == "recovered" else self.scores
         labels = [
             f"{p} {c!r}" if c == k else f"{p} {c!r}/{k!r}"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.arrays import frozen_or_none
+from workbench.errors import check_figure_kind
 from workbench.lens.core import LensError
 
 if TYPE_CHECKING:
@@ -251,6 +252,10 @@ class LensResult:
                 kwargs[name] = np.array(kwargs[name], dtype=np.float64)
         return cls(**kwargs)
 
+    def figure_kinds(self) -> list[str]:
+        """The kinds :meth:`figure` draws: the token-by-layer heatmap, the curves by layer."""
+        return ['heatmap', 'by_layer']
+
     def figure(self, kind: str = "heatmap", **options: Any) -> go.Figure:
         """A plotly figure of this result.
 
@@ -267,11 +272,9 @@ class LensResult:
         """
         from workbench.lens import figures
 
-        if kind == "heatmap":
+        if check_figure_kind(kind, self.figure_kinds()) == "heatmap":
             return figures.heatmap(self, **options)
-        if kind == "by_layer":
-            return figures.compare_figure([self], **options)
-        raise LensError(f"unknown figure kind {kind!r}; use 'heatmap' or 'by_layer'")
+        return figures.compare_figure([self], **options)
 
 
 def _float(x: float) -> float | None:

@@ -191,6 +191,10 @@ class ProbeSweepResult:
             },
         )
 
+    def figure_kinds(self) -> list[str]:
+        """The kinds :meth:`figure` draws: accuracy, control and selectivity by layer."""
+        return ['layers']
+
     def figure(self, kind: str = "layers") -> Any:
         """Accuracy, control accuracy and selectivity by layer (or site), with 95% intervals.
 
@@ -199,11 +203,10 @@ class ProbeSweepResult:
         """
         import plotly.graph_objects as go
 
-        from workbench.errors import ConfigError
+        from workbench.errors import check_figure_kind
         from workbench.figures import OKABE_ITO, TWO_COLUMN, style
 
-        if kind != "layers":
-            raise ConfigError(f"unknown figure kind {kind!r}; use 'layers'")
+        check_figure_kind(kind, self.figure_kinds())
         summary = self.summary()
         layers = summary["layer"]
         by_layer = layers.notna().all() and summary["site"].str.rpartition(".")[0].nunique() == 1

@@ -137,6 +137,10 @@ class TrainResult:
             "stopped_at": self.stopped_at,
         }
 
+    def figure_kinds(self) -> list[str]:
+        """The kinds :meth:`figure` draws: the loss curve, the gradient norms."""
+        return ['loss', 'grad_norm']
+
     def figure(self, kind: str = "loss") -> Any:
         """The training curve.
 
@@ -146,10 +150,10 @@ class TrainResult:
         """
         import plotly.graph_objects as go
 
+        from workbench.errors import check_figure_kind
         from workbench.figures import style
 
-        if kind not in ("loss", "grad_norm"):
-            raise ValueError(f"unknown figure kind {kind!r}; use 'loss' or 'grad_norm'")
+        check_figure_kind(kind, self.figure_kinds())
         steps = list(range(len(self.losses)))
         fig = go.Figure()
         if kind == "grad_norm":

@@ -203,14 +203,15 @@ class AcmasResult:
         return [k for k in FIGURES if k != "restoration" or self.restoration is not None]
 
     def figure(self, kind: str = "f1_by_layer"):
-        """A plotly figure: one of :meth:`figure_kinds`."""
-        from workbench.analyses.acmas import figures
+        """A plotly figure: one of :meth:`figure_kinds`.
 
-        if kind not in self.figure_kinds():
-            raise ValueError(
-                f"unknown figure kind {kind!r}; use one of {', '.join(self.figure_kinds())}"
-            )
-        return getattr(figures, kind)(self)
+        Raises:
+            FigureKindError: An unknown kind, or ``restoration`` on a result without one.
+        """
+        from workbench.analyses.acmas import figures
+        from workbench.errors import check_figure_kind
+
+        return getattr(figures, check_figure_kind(kind, self.figure_kinds(), FIGURES))(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

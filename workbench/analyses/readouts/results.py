@@ -177,13 +177,12 @@ class ReadoutsResult:
         """One of the study's figures (see :data:`FIGURES`).
 
         Raises:
-            InputError: An unknown kind.
+            FigureKindError: An unknown kind.
         """
+        from workbench.analyses.base import draw_figure
         from workbench.analyses.readouts import figures
 
-        if kind not in FIGURES:
-            raise InputError(f"unknown figure kind {kind!r}; use one of {', '.join(FIGURES)}")
-        return figures.BUILDERS[kind](self)
+        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
