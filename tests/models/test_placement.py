@@ -102,6 +102,7 @@ def test_a_whole_load_stays_on_one_device(whole) -> None:
     assert not whole.is_placed
     assert whole.device == torch.device("cpu")
     assert all(p.device.type == "cpu" for p in whole.model.parameters())
+    assert not hasattr(whole.model, "hf_device_map")  # a plain model, as before placement existed
 
 
 def test_placement_puts_part_on_disk(placed) -> None:

@@ -174,6 +174,10 @@ def load_model(
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     if plan.move_to is not None:
         model.to(plan.move_to)
+    if device_map is None and hasattr(model, "hf_device_map"):
+        # a whole model on one device is a plain model, as it was before device_map existed:
+        # transformers' save_pretrained and generate branch on this attribute's mere presence
+        del model.hf_device_map
     model.eval()
     family = _sites.family_for(model)
     subject = Subject(model, tokenizer, family, name, revision, source)
