@@ -206,7 +206,7 @@ class PatchingResult:
 
     def figure_kinds(self) -> list[str]:
         """The kinds :meth:`figure` draws: recovered fraction, or the raw metric, per cell."""
-        return ['recovered', 'metric']
+        return ["recovered", "metric"]
 
     def figure(self, kind: Literal["recovered", "metric"] = "recovered") -> go.Figure:
         """Heatmap, sites (rows, first layer on top) by positions (columns, labelled by token).

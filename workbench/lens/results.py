@@ -254,7 +254,7 @@ class LensResult:
 
     def figure_kinds(self) -> list[str]:
         """The kinds :meth:`figure` draws: the token-by-layer heatmap, the curves by layer."""
-        return ['heatmap', 'by_layer']
+        return ["heatmap", "by_layer"]
 
     def figure(self, kind: str = "heatmap", **options: Any) -> go.Figure:
         """A plotly figure of this result.
