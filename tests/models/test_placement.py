@@ -243,6 +243,13 @@ def test_unknown_module_in_a_map(big_dir: Path, no_weights) -> None:
         load_model(big_dir, device_map={"model.layers.9": "cpu"})
 
 
+def test_a_map_that_leaves_weights_out(big_dir: Path, no_weights) -> None:
+    partial = {k: v for k, v in SPLIT.items() if k != "model.layers.2"}
+    with pytest.raises(ConfigError, match=r"'model\.layers\.2\.") as excinfo:
+        load_model(big_dir, device_map=partial, offload_folder=big_dir.parent / "off")
+    assert "without a device" in _one_line(excinfo)
+
+
 def test_unknown_dtype(big_dir: Path, no_weights) -> None:
     with pytest.raises(ConfigError, match="float17") as excinfo:
         load_model(big_dir, device_map="auto", dtype="float17")

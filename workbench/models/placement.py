@@ -212,6 +212,7 @@ def plan(
                 f"use module paths such as {example!r} ('' is the whole model)"
             )
         mapping = dict(device_map)
+        _check_covers(skeleton, mapping)
     if "disk" in mapping.values() and offload_folder is None:
         if isinstance(device_map, str):
             raise ConfigError(
@@ -225,6 +226,20 @@ def plan(
     if offload_folder is not None:
         kwargs["offload_folder"] = str(offload_folder)
     return Plan(kwargs)
+
+
+def _check_covers(skeleton: nn.Module, mapping: Mapping[str, Any]) -> None:
+    """Every weight of the model falls under some module of an explicit map."""
+    if "" in mapping:
+        return
+    prefixes = tuple(f"{k}." for k in mapping)
+    missing = [n for n in skeleton.state_dict() if not n.startswith(prefixes)]
+    if missing:
+        module = missing[0].rpartition(".")[0]
+        raise ConfigError(
+            f"device_map leaves {len(missing)} weight(s) without a device, e.g. under "
+            f"{module!r}; map that module too, or '' for everything not named"
+        )
 
 
 def _planned(
