@@ -17,6 +17,13 @@ an exception, so no hook outlives the call:
 :func:`call_hooks` watches whole calls of a module (its arguments as it starts, its end even on
 an exception), for bookkeeping such as which token positions a forward pass holds.
 
+On a model placed by accelerate (``load_model(..., device_map=...)``) the hooks need nothing
+special: accelerate wraps each block's ``forward``, so a pre-hook sees the block's input still on
+the device it comes from, an output hook sees the output on the block's own device, and an
+offloaded block's weights are back on ``meta`` by the time its output hook runs (a hook never
+reads a module's weights). An edit returns its tensor on the device it was given; accelerate moves
+it on from there.
+
 This module is a leaf: it imports only torch and :mod:`workbench.sites`, so
 :mod:`workbench.capturing`, :mod:`workbench.backends` and :mod:`workbench.interventions` can all
 build on it.
