@@ -20,7 +20,7 @@ from tinymodels import SENTENCES, bpe_tokenizer
 
 from workbench import ActivationStore, capture, load_model
 from workbench.errors import ConfigError
-from workbench.interventions import add, intervene, patch
+from workbench.interventions import ablate, add, intervene, patch, skip
 from workbench.lens import logit_lens
 
 N_LAYERS = 4
@@ -155,6 +155,17 @@ def test_steering_and_patching_change_the_output_as_on_the_whole_model(placed, w
     assert (patched - plain).abs().max() > 1e-3
     torch.testing.assert_close(steered, ref_steered, atol=1e-5, rtol=0)
     torch.testing.assert_close(patched, ref_patched, atol=1e-5, rtol=0)
+
+
+def test_ablation_and_skip_act_as_on_the_whole_model(placed, whole) -> None:
+    ids = _ids(whole)
+    means = capture(whole, TEXTS, sites="resid_post.1", progress=False)
+    edits = {"resid_post.1": ablate("mean", mean=means), "resid_post.2": skip()}
+    outputs = []
+    for subject in (placed, whole):
+        with torch.inference_mode(), intervene(subject, edits):
+            outputs.append(subject.model(ids).logits)
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=0)
 
 
 def test_streamed_capture_equals_the_whole_model(placed, whole, tmp_path: Path) -> None:
