@@ -193,7 +193,7 @@ class ProbeSweepResult:
 
     def figure_kinds(self) -> list[str]:
         """The kinds :meth:`figure` draws: accuracy, control and selectivity by layer."""
-        return ['layers']
+        return ["layers"]
 
     def figure(self, kind: str = "layers") -> Any:
         """Accuracy, control accuracy and selectivity by layer (or site), with 95% intervals.

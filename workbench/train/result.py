@@ -139,7 +139,7 @@ class TrainResult:
 
     def figure_kinds(self) -> list[str]:
         """The kinds :meth:`figure` draws: the loss curve, the gradient norms."""
-        return ['loss', 'grad_norm']
+        return ["loss", "grad_norm"]
 
     def figure(self, kind: str = "loss") -> Any:
         """The training curve.
