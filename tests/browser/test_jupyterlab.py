@@ -11,26 +11,22 @@ tqdm bar rendered as an ipywidget.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import secrets
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_helpers import not_blank
+from browser_helpers import (
+    OPENED,
+    SAVED,
+    SET_PARAMETERS_AND_RUN,
+    STATE,
+    not_blank,
+)
 
 from workbench import analyses
 
 pytestmark = pytest.mark.slow  # a browser per test
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def small_params(analysis: str, tiny_lm: Path) -> dict:
@@ -88,145 +84,6 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
 ANALYSES = list(analyses.ANALYSES)
 """Every analysis: its notebook is driven in JupyterLab (`small_params` must know it)."""
 WIDGET_BARS = {"anisotropy"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A headless JupyterLab serving copies of the notebooks: ``(url, token, root)``."""
-    tmp_path = tmp_path_factory.mktemp("jupyterlab")
-    root = tmp_path / "lab"
-    root.mkdir()
-    for notebook in (REPO / "notebooks").glob("*.ipynb"):
-        shutil.copy(notebook, root / notebook.name)
-    token, port = secrets.token_hex(16), free_port()
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        # kernels write HTML figures only: static export is tested elsewhere, and costs seconds
-        "WORKBENCH_FORMATS": "html",
-    }
-    log = (tmp_path / "lab.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--no-browser",
-            "--allow-root",
-            "--expose-app-in-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.news_url=",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "lab.log").read_text()
-            status = f"{url}/api/status?token={token}"
-            with contextlib.suppress(OSError), urllib.request.urlopen(status, timeout=5) as r:
-                if r.status == 200:
-                    break
-            assert time.monotonic() < deadline, "jupyter lab did not start in 120 s"
-            time.sleep(0.5)
-        yield url, token, root
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-SET_PARAMETERS_AND_RUN = """
-async ([name, source]) => {
-  const app = window.jupyterapp;
-  const panel = Array.from(app.shell.widgets('main')).find(
-    (w) => w.context && w.context.path === name);
-  if (!panel) { return 'notebook not open'; }
-  await panel.context.ready;
-  await panel.sessionContext.ready;
-  const tags = (cell) => cell.model.getMetadata('tags') || [];
-  const cell = panel.content.widgets.find(
-    (c) => c.model.type === 'code' && tags(c).includes('parameters'));
-  if (!cell) { return 'no parameters cell'; }
-  cell.model.sharedModel.setSource(source);
-  app.commands.execute('notebook:run-all-cells');
-  return 'started';
-}
-"""
-
-OPENED = """
-(name) => {
-  const app = window.jupyterapp;
-  if (!app || !app.shell) { return false; }
-  const panel = Array.from(app.shell.widgets('main')).find(
-    (w) => w.context && w.context.path === name);
-  return Boolean(panel && panel.content && panel.content.widgets.length > 3);
-}
-"""
-
-SAVED = """
-(name) => {
-  const panel = Array.from(window.jupyterapp.shell.widgets('main')).find(
-    (w) => w.context && w.context.path === name);
-  return Boolean(panel && !panel.context.model.dirty);
-}
-"""
-
-STATE = """
-(name) => {
-  const panel = Array.from(window.jupyterapp.shell.widgets('main')).find(
-    (w) => w.context && w.context.path === name);
-  const outputs = panel.content.node.querySelectorAll(
-    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
-  for (const o of outputs) {
-    if (o.textContent.includes('Traceback') || o.textContent.includes('Error')) {
-      return 'error: ' + o.textContent.slice(0, 2000);
-    }
-  }
-  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
-  const cells = panel.content.widgets.filter((c) => c.model.type === 'code');
-  const done = cells.every((c) => c.model.executionCount !== null
-    && !c.node.querySelector('.jp-InputPrompt').textContent.includes('*'));
-  return (kernel && kernel.status === 'idle' && done) ? 'done' : 'running';
-}
-"""
-
-
-def shutdown_kernels(url: str, token: str) -> None:
-    """Shuts down every kernel of the Lab server (a timed-out notebook would keep computing)."""
-    with urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=30) as r:
-        kernels = json.loads(r.read())
-    for kernel in kernels:
-        request = urllib.request.Request(
-            f"{url}/api/kernels/{kernel['id']}?token={token}", method="DELETE"
-        )
-        with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=30):
-            pass
-
-
-@pytest.fixture
-def lab_kernels_shut(lab):
-    """The Lab server, with every kernel shut down after the test."""
-    yield lab
-    shutdown_kernels(lab[0], lab[1])
 
 
 @pytest.mark.parametrize("analysis", ANALYSES)
