@@ -63,6 +63,15 @@ def test_same_seed_same_weights_bitwise():
         assert xent(runs[0].model.eval(), data()) < xent(mlp().eval(), data()) - 0.1  # it learns
 
 
+def test_a_run_leaves_the_callers_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    train(lambda: mlp(dropout=0.3), TrainConfig(steps=3, seed=9), data=data(), loss_fn=xent,
+          progress=False)  # fmt: skip
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_lr_schedule_matches_formula_and_is_what_the_optimizer_uses():
     config = TrainConfig(steps=40, lr=2e-3, warmup=6, min_lr_ratio=0.2)
     expected = []

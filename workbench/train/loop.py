@@ -52,7 +52,8 @@ def train(
     Args:
         model: The model, or a zero-argument factory called after ``torch.manual_seed(config.seed)``
             (so the initialization is part of the seeded run). The global torch RNG is seeded in
-            both cases (dropout draws from it).
+            both cases (dropout draws from it), inside ``torch.random.fork_rng``: the caller's
+            random state is the same after the call as before it.
         config: Hyperparameters.
         loss_fn: ``(model, batch) -> scalar tensor``.
         data: Training tensors (one tensor, or a tuple/list/dict of tensors sharing their first
@@ -101,7 +102,9 @@ def train(
     device = resolve_device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {config.device!r} asked for, but CUDA is not available; use cpu")
-    with _threads(config.threads):
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    # the run seeds the global RNG (initialization, dropout); the caller's state comes back after
+    with _threads(config.threads), torch.random.fork_rng(devices=cuda):
         return _run(model, config, device, loss_fn, data, sample, evaluate, stop_when, out, save,
                     record, progress, desc)  # fmt: skip
 
