@@ -40,8 +40,8 @@ def tour_params(tiny_lm: Path, out: Path) -> dict:
     return {
         "model": str(tiny_lm),
         "device": "cpu",
-        "n_texts": 24,
-        "max_length": 24,
+        "n_texts": 16,
+        "max_length": 16,
         "probe_cv": 2,
         "out_dir": str(out),
     }
