@@ -69,3 +69,15 @@ def ensure_default_tiny_lm() -> Path:
             code = "from workbench.models.tiny_lm import ensure_tiny_lm; ensure_tiny_lm()"
             subprocess.run([sys.executable, "-c", code], check=True)
     return path
+
+
+def same_series_same_colour(fig) -> dict[str, str]:
+    """Name -> colour over every coloured trace, failing on a name drawn in two colours."""
+    from workbench.figures.style import series_colour
+
+    colours: dict[str, str] = {}
+    for t in fig.data:
+        colour = series_colour(t)
+        if t.name and colour is not None:
+            assert colours.setdefault(t.name, colour) == colour, f"{t.name!r} changes colour"
+    return colours

@@ -136,3 +136,16 @@ def test_what_a_result_shows_is_computed_once(results, monkeypatch):
     first = again._repr_mimebundle_()
     assert repr(again) == first["text/plain"]
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_figure_kind_draws_with_one_colour_per_series(results, name):
+    """Issue 22: a method keeps its colour across a figure's panels (the AcMAS ROC did not)."""
+    from support import same_series_same_colour
+
+    _, cached = results[name]
+    for kind in cached.figure_kinds():
+        fig = cached.figure(kind)
+        same_series_same_colour(fig)
+        names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+        assert len(names) == len(set(names)), f"{name}/{kind}: a series listed twice in the legend"

@@ -222,7 +222,7 @@ def toy_geometry(result: DepthEnsembleResult) -> go.Figure:
                     y=_finite(inc),
                     mode="lines+markers",
                     line={"color": colour, "dash": "dot"},
-                    name=f"its depth-{deepest.depth} student",
+                    name=f"{teacher.kind} teacher's depth-{deepest.depth} student",
                 ),
             )
     fig.add_hline(y=90, line_dash="dot", line_color="#999")
