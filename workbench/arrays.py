@@ -50,3 +50,31 @@ def plain(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return value
+
+
+def finite_or_none(value: Any, digits: int | None = None) -> float | None:
+    """A number for ``results.json``: ``None`` for ``None``, NaN or infinity, else a float.
+
+    The one rounding policy of the metrics blocks: ``digits`` decimals where a study reports
+    rounded numbers (:func:`round`), full precision without.
+
+    Args:
+        value: A Python or numpy number, or ``None``.
+        digits: Decimals to round to, or ``None`` to keep every digit.
+    """
+    if value is None:
+        return None
+    x = float(value)
+    if not math.isfinite(x):
+        return None
+    return x if digits is None else round(x, digits)
+
+
+def finite_list(values: Any, digits: int | None = None) -> list[float | None]:
+    """:func:`finite_or_none` of every element of a 1-d array or sequence."""
+    return [finite_or_none(v, digits) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+def float_or_none(value: Any) -> float | None:
+    """``float(value)``, passing ``None`` through (NaN stays NaN: a field value, not JSON)."""
+    return None if value is None else float(value)

@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from workbench.arrays import finite_or_none
+
 Op = Literal[">=", ">", "<=", "<"]
 OPS: tuple[str, ...] = (">=", ">", "<=", "<")
 ROBUST_SHARE = 0.9
@@ -187,9 +189,9 @@ class ClaimResult:
         return {
             "name": self.claim.name,
             "claim": self.claim.describe(),
-            "value": _round(self.value),
-            "threshold": _round(self.threshold),
-            "margin": _round(self.margin),
+            "value": _r6(self.value),
+            "threshold": _r6(self.threshold),
+            "margin": _r6(self.margin),
             "holds": self.holds,
             "paper": self.claim.paper,
             "definition": self.claim.to_dict(),
@@ -297,14 +299,14 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        ci = None if self.ci95 is None else [_round(self.ci95[0]), _round(self.ci95[1])]
+        ci = None if self.ci95 is None else [_r6(self.ci95[0]), _r6(self.ci95[1])]
         return {
             "n": self.n,
-            "mean": _round(self.mean),
-            "sd": _round(self.sd),
+            "mean": _r6(self.mean),
+            "sd": _r6(self.sd),
             "ci95": ci,
-            "min": _round(self.min),
-            "max": _round(self.max),
+            "min": _r6(self.min),
+            "max": _r6(self.max),
             "missing": self.missing,
         }
 
@@ -370,7 +372,7 @@ class ClaimVerdict:
             "runs": self.n + self.missing,
             "held": self.held,
             "missing": self.missing,
-            "share": _round(self.share),
+            "share": _r6(self.share),
             "value": self.value.to_dict(),
             "margin": self.margin.to_dict(),
             "verdict": self.verdict,
@@ -401,11 +403,9 @@ def verdict(claim: Claim, runs: Sequence[Mapping[str, Any]]) -> ClaimVerdict:
     )
 
 
-def _round(x: float | None, digits: int = 6) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return round(float(x), digits)
-
-
 def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.4g}"
+
+
+def _r6(x: float | None) -> float | None:
+    return finite_or_none(x, 6)

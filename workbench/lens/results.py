@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.arrays import frozen_or_none
+from workbench.arrays import finite_list, finite_or_none, frozen_or_none
 from workbench.errors import check_figure_kind
 from workbench.lens.core import LensError
 
@@ -208,15 +208,15 @@ class LensResult:
             "layers": self.layers.tolist(),
             "n_texts": self.n_texts,
             "n_rows": self.n_rows,
-            "kl_by_layer": _floats(self.kl_by_layer()),
-            "loss_by_layer": _floats(self.loss_by_layer()),
-            "entropy_by_layer": _floats(self.entropy_by_layer()),
-            "final_loss": _float(self.final_loss()),
+            "kl_by_layer": finite_list(self.kl_by_layer()),
+            "loss_by_layer": finite_list(self.loss_by_layer()),
+            "entropy_by_layer": finite_list(self.entropy_by_layer()),
+            "final_loss": finite_or_none(self.final_loss()),
             "target": self.target,
             "target_token": self.target_token,
         }
         if self.target_rank is not None:
-            out["target_rank_by_layer"] = _floats(self.target_rank.mean(axis=1))
+            out["target_rank_by_layer"] = finite_list(self.target_rank.mean(axis=1))
         if full:
             for name in (
                 "offsets",
@@ -275,14 +275,6 @@ class LensResult:
         if check_figure_kind(kind, self.figure_kinds()) == "heatmap":
             return figures.heatmap(self, **options)
         return figures.compare_figure([self], **options)
-
-
-def _float(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
-
-
-def _floats(a: np.ndarray) -> list[float | None]:
-    return [_float(float(x)) for x in a]
 
 
 def _tolist(a: np.ndarray) -> Any:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from workbench.arrays import finite_list
 from workbench.train.config import TrainConfig
 
 
@@ -128,8 +128,8 @@ class TrainResult:
         """JSON-ready form (also what ``training.json`` holds, next to the caller's record)."""
         return {
             "train_config": self.config.to_dict(),
-            "losses": [_json_float(x) for x in self.losses],
-            "grad_norms": [_json_float(x) for x in self.grad_norms],
+            "losses": finite_list(self.losses),
+            "grad_norms": finite_list(self.grad_norms),
             "evals": [e.to_dict() for e in self.evals],
             "checkpoints": [c.to_dict() for c in self.checkpoints],
             "seconds": round(self.seconds, 3),
@@ -180,7 +180,3 @@ class TrainResult:
                 fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "showgrid": False})
         fig.update_xaxes(title_text="step")
         return style(fig, title=kind.replace("_", " ") + " over training")
-
-
-def _json_float(x: float) -> float | None:
-    return x if math.isfinite(x) else None

@@ -23,6 +23,7 @@ from workbench.analyses.acmas.config import AcmasConfig, layer_index
 from workbench.analyses.acmas.results import AcmasResult, RestorationResult, ScheduleResult
 from workbench.analyses.acmas.transcripts import Transcript
 from workbench.analyses.base import save_study
+from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
 
@@ -369,8 +370,8 @@ def _toy_record(config: AcmasConfig, toys: Path) -> dict[str, Any] | None:
     }
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else round(float(x), 4)
+def _r4(x: float | None) -> float | None:
+    return finite_or_none(x, 4)
 
 
 def metrics(result: AcmasResult) -> dict[str, Any]:
@@ -382,13 +383,13 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("sync", "async"):
         s = result.schedule(name)
-        out[f"f1_{name}"] = _num(s.metric("f1")) if s else None
-        out[f"auroc_{name}"] = _num(s.metric("auroc")) if s else None
-        out[f"fpr_{name}"] = _num(s.metric("fpr")) if s else None
+        out[f"f1_{name}"] = _r4(s.metric("f1")) if s else None
+        out[f"auroc_{name}"] = _r4(s.metric("auroc")) if s else None
+        out[f"fpr_{name}"] = _r4(s.metric("fpr")) if s else None
     s0 = result.schedules[0]
     p = s0.detectors.index("prototype")
     out["f1_by_layer"] = {
-        layer: _num(float(np.mean([s.f1[p, j] for s in result.schedules])))
+        layer: _r4(float(np.mean([s.f1[p, j] for s in result.schedules])))
         for j, layer in enumerate(s0.layers)
     }
     order = [
@@ -403,7 +404,7 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
     out = {k: out[k] for k in order}
     for name in ("sync", "async"):
         s = result.schedule(name)
-        out[f"baseline_f1_text_{name}"] = _num(s.text_metrics[0]) if s else None
+        out[f"baseline_f1_text_{name}"] = _r4(s.text_metrics[0]) if s else None
     r = result.restoration
     for key, metric, defense in (
         ("task_completion_steer", "task_completion", "steer"),
@@ -413,18 +414,18 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
         ("attack_success_none", "attack_success", "none"),
         ("attack_success_isolate", "attack_success", "isolate"),
     ):
-        out[key] = _num(r.value(metric, defense)) if r else None
+        out[key] = _r4(r.value(metric, defense)) if r else None
     out["detectors"] = {
         s.schedule: {
             det: {
-                layer: {m: _num(getattr(s, m)[i, j]) for m in ("f1", "auroc", "fpr")}
+                layer: {m: _r4(getattr(s, m)[i, j]) for m in ("f1", "auroc", "fpr")}
                 for j, layer in enumerate(s.layers)
             }
             for i, det in enumerate(s.detectors)
         }
         | {
             "text_baseline": dict(
-                zip(("f1", "auroc", "fpr"), map(_num, s.text_metrics), strict=True)
+                zip(("f1", "auroc", "fpr"), map(_r4, s.text_metrics), strict=True)
             )
         }
         for s in result.schedules
@@ -434,7 +435,7 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
         out[f"ap_{name}"] = None
         if s is not None:
             i = s.detectors.index("prototype")
-            out[f"ap_{name}"] = _num(compute.average_precision(s.labels, s.scores[i, -1]))
+            out[f"ap_{name}"] = _r4(compute.average_precision(s.labels, s.scores[i, -1]))
     out["ci95"] = {}
     for s in result.schedules:
         if s.tasks is None:
@@ -446,7 +447,7 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
             ("text_baseline", s.text_scores, (s.text_scores > 0.5).astype(int)),
         ):
             ci = compute.task_intervals(s.labels, sc, pr, s.tasks, seed=0)
-            block[label] = {k: [_num(lo), _num(hi)] for k, (lo, hi) in ci.items()}
+            block[label] = {k: [_r4(lo), _r4(hi)] for k, (lo, hi) in ci.items()}
         out["ci95"][s.schedule] = block
     out["toy"] = result.toy
     return out

@@ -13,6 +13,7 @@ from workbench.analyses.anisotropy.results import (
     LayerMetrics,
 )
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint
+from workbench.arrays import finite_or_none
 from workbench.errors import InputError, WorkbenchError
 
 
@@ -42,10 +43,6 @@ def layer_metrics(x: Any, layer: int, *, max_points: int = 5000, seed: int = 0) 
         effective_rank=float(geometry.effective_rank(x)),
         twonn=float(geometry.twonn(sub)),
     )
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not np.isfinite(value) else float(value)
 
 
 def measure_checkpoint(
@@ -78,10 +75,10 @@ def measure_checkpoint(
             freq = geometry.frequency_distance_correlation(x, token_ids, counts)
         except WorkbenchError:  # too few repeated types: the correlation is undefined here
             freq = None
-        by_layer.append(_finite(freq.r) if freq is not None else None)
+        by_layer.append(finite_or_none(freq.r) if freq is not None else None)
     try:
         embed = geometry.embedding_frequency_correlation(embedding_table, counts)
-        embed_r = _finite(embed.r)
+        embed_r = finite_or_none(embed.r)
     except WorkbenchError:
         embed_r = None
     return CheckpointResult(

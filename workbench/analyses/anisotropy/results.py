@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.analyses.anisotropy.tangent import TangentResult
 from workbench.analyses.base import draw_figure
+from workbench.arrays import float_or_none
 from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 from workbench.geometry import FrequencyDistance
@@ -56,10 +57,6 @@ class LayerMetrics:
     def from_dict(cls, data: dict[str, Any]) -> LayerMetrics:
         """Inverse of :meth:`to_dict`."""
         return cls(int(data["layer"]), *(float(data[k]) for k in LAYER_METRICS))
-
-
-def _float_or_none(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -127,8 +124,8 @@ class CheckpointResult:
             revision=data["revision"],
             step=data["step"],
             layers=tuple(LayerMetrics.from_dict(m) for m in data["layers"]),
-            freq_distance_by_layer=tuple(_float_or_none(v) for v in data["freq_distance_by_layer"]),
-            embedding_freq_corr=_float_or_none(data["embedding_freq_corr"]),
+            freq_distance_by_layer=tuple(float_or_none(v) for v in data["freq_distance_by_layer"]),
+            embedding_freq_corr=float_or_none(data["embedding_freq_corr"]),
             n_tokens=int(data["n_tokens"]),
             frequency=None
             if data["frequency"] is None

@@ -31,6 +31,7 @@ from workbench.analyses.concept_oscillation.results import (
     Readout,
 )
 from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
+from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
 
@@ -252,8 +253,8 @@ def run(
     )
 
 
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(float(value), digits)
+def _r4(value: float | None) -> float | None:
+    return finite_or_none(value, 4)
 
 
 def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
@@ -263,42 +264,42 @@ def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
     decided = compute.decision_layers(conflicts.lens_top1, conflicts.top1)
     training = result.training
     return {
-        "follow_slope": _round(follow.slope),
-        "balance_point": _round(follow.balance_point),
+        "follow_slope": _r4(follow.slope),
+        "balance_point": _r4(follow.balance_point),
         "balance_point_ci": None
         if follow.balance_ci is None
-        else [_round(v) for v in follow.balance_ci],
-        "oscillations_ambiguous": _round(osc.mean("ambiguous")),
-        "oscillations_clear": _round(osc.mean("clear")),
-        "oscillations_control": _round(osc.mean("control")),
+        else [_r4(v) for v in follow.balance_ci],
+        "oscillations_ambiguous": _r4(osc.mean("ambiguous")),
+        "oscillations_clear": _r4(osc.mean("clear")),
+        "oscillations_control": _r4(osc.mean("control")),
         "n_ambiguous": len(osc.ambiguous),
         "n_clear": len(osc.clear),
         "probe_best_layer": None if probe is None else probe.best_layer,
-        "probe_best_accuracy": None if probe is None else _round(probe.best_accuracy),
+        "probe_best_accuracy": None if probe is None else _r4(probe.best_accuracy),
         "follow_monotone": follow.monotone,
         "follow_binned": {
-            "dh": [_round(v) for v in follow.bin_centers],
-            "p_follow_a": [_round(v) for v in follow.bin_rates],
+            "dh": [_r4(v) for v in follow.bin_centers],
+            "p_follow_a": [_r4(v) for v in follow.bin_rates],
             "n": follow.bin_counts.tolist(),
         },
-        "oscillation_ratio": _round(osc.ratio),
+        "oscillation_ratio": _r4(osc.ratio),
         "n_conflicts": conflicts.n,
         "n_controls": result.run.controls.n,
         "n_follow_a": int(conflicts.follow_a.sum()),
         "n_follow_b": int(conflicts.follow_b.sum()),
         "n_other": int(conflicts.n - (conflicts.follow_a | conflicts.follow_b).sum()),
-        "probe_by_layer": None if probe is None else [_round(v) for v in probe.accuracy],
+        "probe_by_layer": None if probe is None else [_r4(v) for v in probe.accuracy],
         "oscillation_ratio_ci": None
         if result.ratio_ci is None
-        else [_round(v) for v in result.ratio_ci],
+        else [_r4(v) for v in result.ratio_ci],
         "oscillation_lens": result.lens,
         "n_layers": len(conflicts.layers),
-        "decision_layer_mean": _round(decided.mean()) if len(decided) else None,
-        "decided_at_first_layer": _round((decided == 0).mean()) if len(decided) else None,
+        "decision_layer_mean": _r4(decided.mean()) if len(decided) else None,
+        "decided_at_first_layer": _r4((decided == 0).mean()) if len(decided) else None,
         "training_steps": None if training is None else training.get("steps"),
         "training_seconds": None if training is None else training.get("seconds"),
-        "toy_excess_kl": _round(training.get("excess_kl")) if training else None,
-        "toy_bayes_agreement": _round(training.get("bayes_agreement")) if training else None,
+        "toy_excess_kl": _r4(training.get("excess_kl")) if training else None,
+        "toy_bayes_agreement": _r4(training.get("bayes_agreement")) if training else None,
     }
 
 

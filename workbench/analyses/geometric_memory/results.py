@@ -14,7 +14,7 @@ import numpy as np
 
 from workbench.analyses.base import draw_figure
 from workbench.analyses.geometric_memory.graphs import GraphTask
-from workbench.arrays import frozen, frozen_or_none
+from workbench.arrays import float_or_none, frozen, frozen_or_none
 from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
 
 FIGURES = ("projections", "spectral_energy", "similarity", "training", "ingredients")
 """Every figure kind of :meth:`GeometricMemoryResult.figure`, in notebook order."""
-
-
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -102,7 +98,7 @@ class EmbeddingGeometry:
             np.asarray(data["spectral_energy"], dtype=np.float64),
             float(data["spectral_top_energy"]),
             float("nan") if data["distance_spearman"] is None else data["distance_spearman"],
-            _float(data["edge_recovery"]),
+            float_or_none(data["edge_recovery"]),
             data["umap"],
         )
 
@@ -198,7 +194,7 @@ class PathAccuracy:
         return cls(
             tuple(data["correct"]),
             tuple(data["chance"]),
-            _float(data["train_accuracy"]),
+            float_or_none(data["train_accuracy"]),
             None if steps is None else int(steps),
         )
 
@@ -241,7 +237,7 @@ class ModelRun:
             EmbeddingGeometry.from_dict(data["geometry"]),
             TrainingCurve.from_dict(data["curve"]),
             paths,
-            _float(data.get("excess_loss")),
+            float_or_none(data.get("excess_loss")),
         )
 
 

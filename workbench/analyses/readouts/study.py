@@ -7,7 +7,6 @@ loads the model only if a unit is missing.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from workbench.analyses.base import save_study
 from workbench.analyses.readouts import collect
 from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, ReadoutsResult, SteeringResult
+from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.lens import LensResult
@@ -132,10 +132,6 @@ def _largest_gap(tuned: list[float] | None, logit: list[float] | None) -> float 
     return max(t - g for t, g in zip(tuned[:-1], logit[:-1], strict=True))
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def metrics(result: ReadoutsResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`.
 
@@ -162,7 +158,7 @@ def metrics(result: ReadoutsResult) -> dict[str, Any]:
         "steering_layer": result.steering.layer,
         "steering_effect": result.steering.effect_at_max,
         "steering_effect_random": result.steering.random_at_max,
-        "steering_effect_random_max": _finite(result.steering.random_max_at_max),
+        "steering_effect_random_max": finite_or_none(result.steering.random_max_at_max),
     }
 
 
