@@ -8,6 +8,11 @@ ten-seed replication within 15 minutes on 2 cores.
 
 Usage: ``python bench/replicate.py [--studies acmas,readouts] [--seeds 0-9] [--workers 2]
 [--no-sequential] [-p STUDY:NAME=VALUE]...``
+
+``--from DIR [DIR ...]`` reads finished replication folders instead of running anything: each
+``replication.json`` records its wall time and its runs' own times (``seconds``), whose sum is
+what the runs cost one after another, so the ratio comes from the same replication (on a loaded
+machine both include the load; a fresh ``WORKBENCH_HOME`` is not implied).
 """
 
 from __future__ import annotations
@@ -39,6 +44,23 @@ def replicate(study: str, seeds: str, workers: int, out: Path, params: list[str]
     return seconds
 
 
+def from_folders(folders: list[str]) -> None:
+    """Prints wall time, summed run time, their ratio and the verdicts of finished replications."""
+    print(f"{'replication':<34}{'runs':>5}{'wall s':>9}{'runs s':>9}{'ratio':>7}  verdicts")
+    for folder in folders:
+        rep = json.loads((Path(folder) / "replication.json").read_text())
+        seconds = rep.get("seconds") or {}
+        wall, runs = seconds.get("wall"), seconds.get("runs")
+        ratio = "—" if not wall or not runs else f"{runs / wall:.2f}"
+        verdicts = ", ".join(f"{c['verdict']} {c['held']}/{c['runs']}" for c in rep["claims"])
+        flag = "" if wall is None or wall <= TARGET_S else "  (over the 15-minute target)"
+        name = f"{rep['analysis']} {Path(folder).name}"[:33]
+        print(
+            f"{name:<34}{len(rep['runs']):>5}{wall or 0:>9.0f}{runs or 0:>9.0f}{ratio:>7}  "
+            f"{verdicts}{flag}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", default=",".join(ANALYSES))
@@ -46,7 +68,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-sequential", action="store_true", help="skip the one-worker run")
     parser.add_argument("-p", action="append", default=[], help="STUDY:NAME=VALUE")
+    parser.add_argument("--from", dest="folders", nargs="+", help="finished replication folders")
     args = parser.parse_args()
+    if args.folders:
+        from_folders(args.folders)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="bench-replicate-"))
     print(f"workbench replicate --seeds {args.seeds}, {os.cpu_count()} CPUs, in {tmp}")
     print(f"{'study':<22}{'workers':>8}{'wall s':>9}{'1 worker s':>12}{'ratio':>7}  verdicts")

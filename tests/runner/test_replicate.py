@@ -78,6 +78,10 @@ def test_replication_per_seed_and_kernel_level_judges_claims_and_resumes(tmp_pat
     assert claims["the noise is positive"]["held"] == 0
     assert claims["the total is positive"]["by_kernel"] == dict.fromkeys(levels, 1.0)
     assert rep["metrics"]["mean"]["n"] == runs and rep["metrics"]["noise"]["min"] == -1.0
+    # the time it took, and what the runs cost one after another (their own times added up)
+    assert all(row["seconds"] > 0 for row in rep["runs"])
+    assert rep["seconds"]["runs"] == pytest.approx(sum(r["seconds"] for r in rep["runs"]), abs=0.2)
+    assert rep["seconds"]["wall"] > 0
     assert (out / "replication.csv").read_text().count("\n") == runs + 1
     assert (out / "replication.html").is_file() and not (out / "replication.png").exists()
     # the same command again: nothing reruns; other parameters into the same folder are refused

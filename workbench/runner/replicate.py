@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +313,7 @@ def replicate(
     if "seed" not in checked_by_seed[seeds[0]]:
         raise ParameterError(f"{analysis}'s notebook has no seed parameter to replicate over")
     fixed = {k: v for k, v in checked_by_seed[seeds[0]].items() if k != "seed"}
+    started = time.perf_counter()
     out = Path(out_dir).resolve()
     (out / "runs").mkdir(parents=True, exist_ok=True)
     _mark(out, analysis, fixed)
@@ -348,7 +350,7 @@ def replicate(
         failed=failed,
         skipped_kernels=skipped_kernels,
     )
-    files = write_replication(result, fixed, formats)
+    files = write_replication(result, fixed, formats, wall_seconds=time.perf_counter() - started)
     return dataclasses.replace(result, files=tuple(files))
 
 
@@ -395,6 +397,7 @@ def _run_rows(
         if record is not None:
             metrics[rid] = record["metrics"]
             row["cpu_capability"] = record["provenance"].get("cpu_capability")
+            row["seconds"] = record["provenance"].get("seconds")
             for c in claims:
                 checked = c.check(record["metrics"])
                 row[f"{c.name} value"] = checked.value
@@ -404,11 +407,21 @@ def _run_rows(
 
 
 def write_replication(
-    rep: Replication, fixed: Mapping[str, Any], formats: str | None = None
+    rep: Replication,
+    fixed: Mapping[str, Any],
+    formats: str | None = None,
+    *,
+    wall_seconds: float | None = None,
 ) -> list[Path]:
-    """Writes ``replication.json``, ``replication.csv`` and the replication figure."""
+    """Writes ``replication.json``, ``replication.csv`` and the replication figure.
+
+    ``replication.json``'s ``seconds`` holds ``wall`` (this invocation's wall time, ``None`` when
+    summarized apart from a run; a resumed replication counts only its last invocation) and
+    ``runs`` (the finished runs' own times added up: what running them one after another costs).
+    """
     claims = [v.claim for v in rep.verdicts]
     rows, metrics = _run_rows(rep, claims)
+    run_seconds = [r["seconds"] for r in rows if r.get("seconds") is not None]
     record = {
         "analysis": rep.analysis,
         "params": dict(fixed),
@@ -423,6 +436,10 @@ def write_replication(
         "metrics": rep.metrics,
         "runs": rows,
         "failed": rep.failed,
+        "seconds": {
+            "wall": None if wall_seconds is None else round(wall_seconds, 1),
+            "runs": round(sum(run_seconds), 1) if run_seconds else None,
+        },
     }
     out = rep.out_dir
     files = [out / REPLICATION, out / "replication.csv"]
