@@ -6,6 +6,13 @@ manager that removes every handle on exit, normal or not. :func:`capture` batche
 position ids so that left padding does not shift positions, and keeps only real tokens: padded
 positions never reach the output.
 
+Two orders, same numbers. *Batch-major* (the default for a model in memory) runs the whole model
+on one batch, then the next. *Layer-major* (``order="layer"``, and what ``"auto"`` picks for a
+model with blocks offloaded to disk) runs the embeddings for every batch, then block 0 over every
+batch, then block 1, ... (see :mod:`workbench.models.layerwise`), so an offloaded block's weights
+are read from disk once per capture instead of once per batch. The batches are the same (same
+order, same padding), so each site sees the same tensors either way.
+
 Output layout (shared by memory and disk): for each site an ``(n_rows, d)`` tensor holding every
 real token of every text, concatenated in input order; ``offsets`` (``n_texts + 1``) delimits the
 texts and ``token_ids`` gives each row's token. With ``positions="last"`` or ``"mean"`` each text is
@@ -20,6 +27,7 @@ import inspect
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,15 +46,18 @@ from workbench.devices import format_bytes, memory_report, resolve_dtype
 from workbench.errors import ConfigError
 from workbench.hooking import pad, position_ids, read_hooks
 from workbench.inputs import TokenizedInputs, tokenize
+from workbench.models import layerwise
 from workbench.models.subject import Subject
 from workbench.provenance import numerics
 from workbench.sites import Site
-from workbench.store import FORMAT, ActivationStore, StoreWriter, plan_shards
+from workbench.store import FORMAT, ActivationStore, ShardPlan, StoreWriter, plan_shards
 
 log = logging.getLogger(__name__)
 
 Positions = Literal["all", "last", "mean"]
 POSITIONS: tuple[str, ...] = ("all", "last", "mean")
+Order = Literal["auto", "batch", "layer"]
+ORDERS: tuple[str, ...] = ("auto", "batch", "layer")
 DEFAULT_SHARD_BYTES = 256 * 2**20
 
 
@@ -128,6 +139,7 @@ def capture(
     progress: bool = True,
     backend: str = "hooks",
     remote: bool | str = False,
+    order: Order = "auto",
 ) -> Activations | ActivationStore:
     """Runs the model over the inputs and records activations at the given sites.
 
@@ -153,6 +165,11 @@ def capture(
             same output either way (see :mod:`workbench.backends`).
         remote: With ``backend="nnsight"``, run each batch on NDIF (``True``), or rehearse
             that in-process (``"local"``).
+        order: ``"batch"`` runs the whole model batch after batch; ``"layer"`` runs each block
+            over every batch before the next block, so offloaded weights are read once (the
+            residuals wait in memory, or on disk past :data:`SPILL_SHARE` of free memory);
+            ``"auto"``: layer-major when blocks are offloaded to disk and there is more than
+            one batch. Same activations either way.
 
     Returns:
         In-memory :class:`Activations`, or the :class:`ActivationStore` written at ``out``.
@@ -181,28 +198,53 @@ def capture(
     run_batch = None
     if backend != "hooks" or remote:
         run_batch = _backends.get(backend)(subject, resolved, remote=remote)
+    layer_major = _layer_major(subject, order, run_batch is None, len(toks.sequences), batch_size)
     runner = _Runner(subject, resolved, positions, batch_size, side, store_dtype, run_batch)
     offsets, token_ids = _row_layout(toks, positions)
     need = int(offsets[-1]) * runner.row_bytes
     log.info(
-        "capture on %s: %d rows x %d sites, about %s of activations",
+        "capture on %s: %d rows x %d sites, about %s of activations, %s",
         subject.placement_summary(),
         int(offsets[-1]),
         len(resolved),
         format_bytes(need),
+        "layer-major" if layer_major else "batch-major",
     )
     if out is None:
         _check_fits_in_memory(need)
-        bar = tqdm(total=len(toks.sequences), desc="capture", unit="text", disable=not progress)
-        with bar:
-            data = runner.run(toks, range(len(toks.sequences)), offsets, bar)
+        if layer_major:
+            buffers = runner._buffers(int(offsets[-1]))
+            data = runner.run_layers(toks, range(len(toks.sequences)), offsets, buffers, progress)
+        else:
+            bar = tqdm(total=len(toks.sequences), desc="capture", unit="text", disable=not progress)
+            with bar:
+                data = runner.run(toks, range(len(toks.sequences)), offsets, bar)
         meta = {**subject.provenance(), "dtype": str(store_dtype).removeprefix("torch.")}
         return Activations(
             data, torch.from_numpy(offsets), torch.from_numpy(token_ids), positions, meta
         )
     return _capture_to_store(
-        Path(out), subject, runner, toks, offsets, token_ids, shard_bytes, progress
+        Path(out), subject, runner, toks, offsets, token_ids, shard_bytes, progress, layer_major
     )
+
+
+def _layer_major(subject: Subject, order: str, hooks: bool, n_texts: int, batch_size: int) -> bool:
+    """Whether to capture layer-major (see :mod:`workbench.models.layerwise`)."""
+    if order not in ORDERS:
+        raise ConfigError(f"unknown order {order!r}; use one of {', '.join(ORDERS)}")
+    if order == "batch":
+        return False
+    why = layerwise.unsupported_reason(subject.model, subject.family.name)
+    if order == "layer":
+        if not hooks:
+            raise ConfigError("order='layer' runs on the hooks backend only; use order='batch'")
+        if why is not None:
+            raise ConfigError(why)
+        return True
+    offloaded = "disk" in subject.placement.values()
+    if offloaded and why is not None:
+        log.info("blocks are offloaded but %s", why.removesuffix("; use order='batch'"))
+    return hooks and offloaded and why is None and n_texts > batch_size
 
 
 def estimate_bytes(
@@ -222,6 +264,9 @@ def estimate_bytes(
 
 MEMORY_SHARE = 0.8
 """Share of the host's free memory an in-memory capture may take; past it, ``out=`` is needed."""
+SPILL_SHARE = 0.25
+"""Share of the host's free memory a layer-major capture's residuals may take; past it, they wait
+on disk between blocks (next to the store, or in the system's temporary folder)."""
 
 
 def _check_fits_in_memory(need: int) -> None:
@@ -289,47 +334,62 @@ class _Runner:
             start += n_rows * width
         return views
 
+    def _batches(
+        self, toks: TokenizedInputs, texts: Sequence[int], offsets: np.ndarray, base: int
+    ) -> Iterator[tuple[list[int], dict[str, Any], Tensor]]:
+        """The forward's keyword arguments per batch (length-sorted), with each batch's rows.
+
+        Yields ``(texts, kwargs, dest)``: the batch's texts, the model's keyword arguments, and
+        the buffer rows (relative to ``base``) its real tokens go to.
+        """
+        seqs = toks.sequences
+        order = sorted(texts, key=lambda i: len(seqs[i]))
+        device = self.subject.device
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            ids, mask = pad([seqs[i] for i in batch], self.pad_id, self.side)
+            dest = (
+                torch.cat([torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch])
+                - base
+            )
+            kwargs: dict[str, Any] = {
+                "input_ids": ids.to(device),
+                "attention_mask": mask.to(device),
+            }
+            if self.pass_positions:
+                kwargs["position_ids"] = position_ids(mask).to(device)
+            if self.no_cache:
+                kwargs["use_cache"] = False
+            yield batch, kwargs, dest
+
+    def _store(
+        self, buffers: dict[str, Tensor], site: Site, hidden: Tensor, mask: Tensor, dest: Tensor
+    ) -> None:
+        """Writes a site's real-token rows of one batch into its buffer at rows ``dest``."""
+        # on a placed model each block's output is on that block's device
+        if mask.device != hidden.device:
+            mask = mask.to(hidden.device)
+        rows = _select(hidden, mask, self.positions)
+        buf = buffers[site.name]
+        if rows.shape[-1] != buf.shape[-1]:  # a site wider than planned: its own buffer
+            buf = buffers[site.name] = torch.empty(buf.shape[0], rows.shape[-1], dtype=self.dtype)
+        buf.index_copy_(0, dest, rows.to(device="cpu", dtype=self.dtype))
+
     def run(
         self, toks: TokenizedInputs, texts: range, offsets: np.ndarray, bar: tqdm
     ) -> dict[str, Tensor]:
         """Captures texts ``texts`` (a contiguous range); returns rows relative to the range."""
-        seqs = toks.sequences
         base = int(offsets[texts.start])
-        n_rows = int(offsets[texts.stop]) - base
-        buffers = self._buffers(n_rows)
-        order = sorted(texts, key=lambda i: len(seqs[i]))
+        buffers = self._buffers(int(offsets[texts.stop]) - base)
         state: dict[str, Any] = {}
 
         def sink(site: Site, hidden: Tensor) -> None:
-            # on a placed model each block's output is on that block's device
-            mask = state["mask"]
-            if mask.device != hidden.device:
-                mask = mask.to(hidden.device)
-            rows = _select(hidden, mask, self.positions)
-            buf = buffers[site.name]
-            if rows.shape[-1] != buf.shape[-1]:  # a site wider than planned: its own buffer
-                buf = buffers[site.name] = torch.empty(n_rows, rows.shape[-1], dtype=self.dtype)
-            buf.index_copy_(0, state["dest"], rows.to(device="cpu", dtype=self.dtype))
+            self._store(buffers, site, hidden, state["mask"], state["dest"])
 
-        device = self.subject.device
         tap = read_hooks(self.sites, sink) if self.run_batch is None else contextlib.nullcontext()
         with tap, torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                ids, mask = pad([seqs[i] for i in batch], self.pad_id, self.side)
-                state["mask"] = mask.to(device)
-                state["dest"] = (
-                    torch.cat([torch.arange(int(offsets[i]), int(offsets[i + 1])) for i in batch])
-                    - base
-                )
-                kwargs: dict[str, Any] = {
-                    "input_ids": ids.to(device),
-                    "attention_mask": state["mask"],
-                }
-                if self.pass_positions:
-                    kwargs["position_ids"] = position_ids(mask).to(device)
-                if self.no_cache:
-                    kwargs["use_cache"] = False
+            for batch, kwargs, dest in self._batches(toks, texts, offsets, base):
+                state["mask"], state["dest"] = kwargs["attention_mask"], dest
                 if self.run_batch is None:
                     self.subject.model(**kwargs)
                 else:
@@ -337,6 +397,62 @@ class _Runner:
                     for site in self.sites:
                         sink(site, outputs[site.name])
                 bar.update(len(batch))
+        return {site.name: buffers[site.name] for site in self.sites}
+
+    def run_layers(
+        self,
+        toks: TokenizedInputs,
+        texts: Sequence[int],
+        offsets: np.ndarray,
+        buffers: dict[str, Tensor],
+        progress: bool,
+        spill_parent: Path | None = None,
+    ) -> dict[str, Tensor]:
+        """Captures ``texts`` layer-major into ``buffers`` (absolute rows); returns them.
+
+        Same batches as :meth:`run`; the residuals between blocks wait in memory, or in a folder
+        under ``spill_parent`` when they exceed :data:`SPILL_SHARE` of the host's free memory.
+        """
+        batches = list(self._batches(toks, texts, offsets, 0))
+        inputs = [kwargs for _, kwargs, _ in batches]
+
+        def sink(index: int, site: Site, hidden: Tensor) -> None:
+            _, kwargs, dest = batches[index]
+            self._store(buffers, site, hidden, kwargs["attention_mask"], dest)
+
+        model = self.subject.model
+        widths = [int(kw["input_ids"].numel()) for kw in inputs]
+        residual = sum(widths) * self.subject.d_model * self.subject.dtype.itemsize
+        free = memory_report()[0].free
+        budget = None if free is None else int(SPILL_SHARE * free)
+        tail = [s for s in self.sites if s.kind in layerwise.TAIL_KINDS]
+        ends = [
+            self.subject.site(k) for k in layerwise.TAIL_KINDS if k in self.subject.family.sites
+        ]
+        norm = next((s for s in ends if s.kind == "final_norm"), None)
+        stages = 1 + self.subject.n_layers + (1 if tail else 0)
+        bar = tqdm(
+            total=stages * len(batches),
+            desc="capture (layer-major)",
+            unit="batch",
+            disable=not progress,
+        )
+        with (
+            bar,
+            layerwise.spill_folder(spill_parent, residual, budget) as spill,
+            torch.inference_mode(),
+        ):
+            layerwise.run(
+                model,
+                self.subject.family.layers,
+                self.sites,
+                inputs,
+                sink,
+                spill,
+                on_step=lambda: bar.update(1),
+                final_norm=norm,
+                after=[s.module for s in ends],
+            )
         return {site.name: buffers[site.name] for site in self.sites}
 
 
@@ -367,6 +483,7 @@ def _capture_to_store(
     token_ids: np.ndarray,
     shard_bytes: int,
     progress: bool,
+    layer_major: bool = False,
 ) -> ActivationStore:
     config = subject.model.config
     widths = [
@@ -412,6 +529,9 @@ def _capture_to_store(
     }
     writer = StoreWriter(path, manifest, token_ids, offsets)
     todo = writer.pending()
+    if layer_major and todo:
+        _layer_major_to_store(path, runner, toks, offsets, writer, todo, progress)
+        return ActivationStore(path)
     total = sum(p.texts[1] - p.texts[0] for p in todo)
     # On an accelerator, shard k is written (serialised, fsynced, renamed) on a writer thread
     # while the forward passes of shard k + 1 run, so disk time hides behind device compute; at
@@ -439,3 +559,38 @@ def _capture_to_store(
         if in_flight is not None:
             in_flight.result()
     return ActivationStore(path)
+
+
+def _layer_major_to_store(
+    path: Path,
+    runner: _Runner,
+    toks: TokenizedInputs,
+    offsets: np.ndarray,
+    writer: StoreWriter,
+    todo: list[ShardPlan],
+    progress: bool,
+) -> None:
+    """Captures the pending shards layer-major, then writes them one by one.
+
+    Block ``i``'s sites are known for every text before block ``i + 1`` runs, so no shard is
+    complete before the last block: the rows wait in one memory-mapped scratch file per site
+    (under ``path``, removed on exit; pages go to disk as memory needs), and each shard is then
+    written atomically and recorded in the manifest as in the batch-major path. An interrupted
+    run leaves the shards finished before it, and none half-written.
+    """
+    texts = [i for plan in todo for i in range(*plan.texts)]
+    n_rows = int(offsets[-1])
+    with tempfile.TemporaryDirectory(prefix=".layerwise-", dir=path) as scratch:
+        buffers = {}
+        for index, (name, width) in enumerate(runner.widths.items()):
+            file = Path(scratch) / f"site{index}.bin"
+            size = n_rows * width
+            with file.open("wb") as handle:
+                handle.truncate(size * torch.empty((), dtype=runner.dtype).element_size())
+            flat = torch.from_file(str(file), shared=True, size=size, dtype=runner.dtype)
+            buffers[name] = flat.view(n_rows, width)
+        buffers = runner.run_layers(toks, texts, offsets, buffers, progress, Path(scratch))
+        for plan in todo:
+            start, stop = plan.rows
+            writer.write(plan, {name: buf[start:stop] for name, buf in buffers.items()})
+        del buffers

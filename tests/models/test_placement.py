@@ -57,7 +57,11 @@ def _config() -> T.LlamaConfig:
 @pytest.fixture(scope="module")
 def big_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The model saved in ~100 KB safetensors shards: more shards than fit in ``MAX_MEMORY``."""
-    folder = tmp_path_factory.mktemp("placed") / "llama"
+    return save_big_model(tmp_path_factory.mktemp("placed") / "llama")
+
+
+def save_big_model(folder: Path) -> Path:
+    """Saves the random Llama (seed 0) in ~100 KB shards at ``folder`` (other tests reuse it)."""
     torch.manual_seed(0)
     model = T.LlamaForCausalLM(_config())
     n_params = sum(p.numel() for p in model.parameters())
