@@ -278,3 +278,11 @@ def test_metrics_made_of_records_show_as_small_tables():
     short(
         B.study_result_bundle(_Study(), title="x", metrics={"rows": [{"a": 1}] * 40})["text/plain"]
     )
+
+
+def test_flat_records_show_their_values_nested_ones_their_keys():
+    assert B._short({"early": 0.81234, "middle": None, "final": 1}) == (
+        "{early: 0.812, middle: -, final: 1}"
+    )
+    assert B._short({"sync": {"f1": 0.5}, "async": {"f1": 0.4}}) == "{sync, async}"
+    assert B._short([1234.5, 2.0]) == "[1234, 2] (2)"  # no thousands comma inside a list

@@ -310,6 +310,11 @@ def _short(value: Any, n: int = 6, limit: int = 200) -> str:
             for v in value[:n]
         ]
         text = f"[{', '.join(items)}{', ...' if len(value) > n else ''}] ({len(value)})"
+    elif isinstance(value, Mapping) and all(
+        v is None or isinstance(v, bool | int | float | str) for v in value.values()
+    ):  # a flat record: its entries with their values
+        items = [f"{k}: {_list_item(v)}" for k, v in list(value.items())[:n]]
+        text = "{" + ", ".join(items) + (", ...}" if len(value) > n else "}")
     elif isinstance(value, Mapping):
         text = "{" + ", ".join(list(map(str, value))[:n]) + (", ...}" if len(value) > n else "}")
     else:
