@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -107,6 +108,89 @@ def test_bad_input_exits_2_with_one_line(tiny_dir, tmp_path, capsys, argv, messa
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def _texts(tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("One text here.\nAnd a second, longer text here.\nA third one.\n")
+    return texts
+
+
+def test_capture_prints_placement_and_store_size_before_running(tiny_dir, tmp_path, capsys):
+    from workbench.capturing import estimate_bytes
+    from workbench.devices import format_bytes
+
+    out = tmp_path / "store"
+    args = ["capture", "--model", str(tiny_dir("gpt2")), "--sites", "resid_post,final_norm"]
+    assert main([*args, "--texts", str(_texts(tmp_path)), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    store = ActivationStore(out)
+    subject = load_model(tiny_dir("gpt2"), device="cpu")
+    size = estimate_bytes(subject, store.n_rows, "resid_post,final_norm")
+    on_disk = sum(f.stat().st_size for f in out.glob("shard-*.safetensors"))
+    assert size <= on_disk < size + 4096  # the estimate is the data; shard headers add a little
+    lines = printed.splitlines()
+    assert lines[0] == "placement: cpu"
+    assert lines[1].startswith("store: about ") and f"({store.n_rows} rows x 4 sites" in lines[1]
+    assert format_bytes(size) in lines[1]
+    assert printed.index("store: about") < printed.index(", complete")
+
+
+def test_capture_of_a_placed_model_lists_blocks_and_matches_the_whole_model(
+    tiny_dir, tmp_path, capsys
+):
+    split = {
+        "model.embed_tokens": "cpu",
+        "model.rotary_emb": "cpu",
+        "model.layers.0": "cpu",
+        "model.layers.1": "disk",
+        "model.layers.2": "disk",
+        "model.norm": "cpu",
+        "lm_head": "cpu",
+    }
+    out = tmp_path / "store"
+    argv = [
+        "capture",
+        "--model",
+        str(tiny_dir("llama")),
+        "--sites",
+        "resid_post",
+        "--texts",
+        str(_texts(tmp_path)),
+        "--batch-size",
+        "1",
+        "--device-map",
+        json.dumps(split),
+        "--offload-folder",
+        str(tmp_path / "offload"),
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "placement: 5 on cpu, 2 on disk" in printed
+    assert "  model.layers.1 -> disk (offloaded" in printed
+    assert "  model.layers.0 -> cpu\n" in printed
+    whole = load_model(tiny_dir("llama"), device="cpu")
+    want = capture(whole, _texts(tmp_path), sites="resid_post", progress=False)
+    for name in want:
+        torch.testing.assert_close(ActivationStore(out).read(name), want[name], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--max-memory", "cpu:8GiB"], "is not DEVICE=SIZE"),
+        (["--device-map", "{model.layers.0: cpu}"], "--device-map is not a JSON object"),
+    ],
+)
+def test_bad_placement_flags_exit_2_with_one_line(tiny_dir, tmp_path, capsys, flags, message):
+    argv = ["capture", "--model", str(tiny_dir("llama")), "--sites", "resid_post"]
+    argv += ["--texts", str(_texts(tmp_path)), "--out", str(tmp_path / "out"), *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 

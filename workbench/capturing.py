@@ -262,6 +262,28 @@ def estimate_bytes(
     return n_rows * sum(widths) * torch.empty((), dtype=resolve_dtype(dtype)).element_size()
 
 
+def count_rows(
+    subject: Subject,
+    inputs: Any,
+    *,
+    positions: Positions = "all",
+    max_length: int | None = None,
+    n_texts: int | None = None,
+) -> int:
+    """Rows a capture of ``inputs`` will hold (real tokens, or one per text), before running it.
+
+    Tokenizes the inputs as :func:`capture` does (same truncation); for :func:`estimate_bytes`.
+    """
+    toks = tokenize(
+        subject.tokenizer,
+        inputs,
+        max_length=max_length or _context_length(subject),
+        vocab_size=int(subject.model.get_input_embeddings().num_embeddings),
+        limit=n_texts,
+    )
+    return int(_row_layout(toks, positions)[0][-1])
+
+
 MEMORY_SHARE = 0.8
 """Share of the host's free memory an in-memory capture may take; past it, ``out=`` is needed."""
 SPILL_SHARE = 0.25

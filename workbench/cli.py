@@ -7,10 +7,12 @@ Bad input exits with status 2 and one line ``error: ...`` on stderr (a traceback
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _add_formats(p: argparse.ArgumentParser) -> None:
@@ -47,6 +49,24 @@ def _add_capture(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", default="auto")
     p.add_argument("--shard-mb", type=float, default=256.0, help="target shard size in MiB")
+    p.add_argument(
+        "--device-map",
+        default=None,
+        help="place the model by blocks: auto, balanced, sequential, or a JSON {module: device}",
+    )
+    p.add_argument(
+        "--max-memory", default=None, help="per device, e.g. cpu=8GiB,cuda:0=70GiB (device map)"
+    )
+    p.add_argument("--offload-folder", default=None, help="where blocks that fit nowhere go")
+    p.add_argument(
+        "--model-dtype", default=None, help="the model's dtype: bfloat16, float16, auto, ..."
+    )
+    p.add_argument(
+        "--order",
+        default="auto",
+        choices=["auto", "batch", "layer"],
+        help="layer-major reads offloaded weights once (auto: when blocks are on disk)",
+    )
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -168,7 +188,10 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from workbench.inputs import read_texts
 
     texts = read_texts(args.texts, args.n_texts)  # fail on a bad source before loading a model
-    subject = load_model(args.model, revision=args.revision, device=args.device)
+    placement = _placement_args(args)
+    subject = load_model(args.model, revision=args.revision, device=args.device, **placement)
+    sys.stdout.write(_capture_plan(subject, texts, args))
+    sys.stdout.flush()
     store = capture(
         subject,
         texts,
@@ -180,9 +203,60 @@ def cmd_capture(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         out=args.out,
         shard_bytes=int(args.shard_mb * 2**20),
+        order=args.order,
     )
     sys.stdout.write(f"{store}\n")
     return 0
+
+
+def _placement_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``load_model``'s placement keywords from ``--device-map``, ``--max-memory``, ... flags."""
+    from workbench.errors import ConfigError
+
+    kwargs: dict[str, Any] = {}
+    if args.model_dtype is not None:
+        kwargs["dtype"] = args.model_dtype
+    if args.device_map is not None:
+        device_map: Any = args.device_map
+        if device_map.lstrip().startswith("{"):
+            try:
+                device_map = json.loads(device_map)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"--device-map is not a JSON object: {exc.msg}") from None
+        kwargs["device_map"] = device_map
+    if args.max_memory is not None:
+        memory = {}
+        for item in args.max_memory.split(","):
+            device, sep, size = item.partition("=")
+            if not sep or not device.strip() or not size.strip():
+                raise ConfigError(
+                    f"--max-memory item {item!r} is not DEVICE=SIZE (e.g. cpu=8GiB,cuda:0=70GiB)"
+                )
+            memory[device.strip()] = size.strip()
+        kwargs["max_memory"] = memory
+    if args.offload_folder is not None:
+        kwargs["offload_folder"] = args.offload_folder
+    return kwargs
+
+
+def _capture_plan(subject: Any, texts: Sequence[str], args: argparse.Namespace) -> str:
+    """What a capture will do, before it runs: placement by block and the store's size."""
+    from workbench.capturing import count_rows, estimate_bytes
+    from workbench.devices import format_bytes
+
+    lines = [f"placement: {subject.placement_summary()}"]
+    if subject.is_placed:
+        for module, where in subject.placement.items():
+            offloaded = " (offloaded: read from disk on each use)" if where == "disk" else ""
+            lines.append(f"  {module or '(model)'} -> {where}{offloaded}")
+    n_rows = count_rows(subject, texts, positions=args.positions, max_length=args.max_length)
+    n_sites = len(subject.expand(args.sites, args.layers))
+    size = estimate_bytes(subject, n_rows, args.sites, args.layers, args.dtype)
+    lines.append(
+        f"store: about {format_bytes(size)} ({n_rows} rows x {n_sites} sites, "
+        f"{args.dtype or 'float32'}) at {args.out}"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
