@@ -119,6 +119,12 @@ def test_placement_puts_part_on_disk(placed) -> None:
     assert placed.dtype == torch.float32
 
 
+def test_the_short_repr_shows_the_placement(placed, whole) -> None:
+    assert f"placement={placed.placement_summary()!r}" in repr(placed)
+    assert "on disk" in repr(placed)
+    assert "placement" not in repr(whole)
+
+
 def test_hidden_states_equal_the_whole_model(placed, whole) -> None:
     got = capture(placed, TEXTS, sites=["resid_post", "unembed"], progress=False)
     want = capture(whole, TEXTS, sites=["resid_post", "unembed"], progress=False)

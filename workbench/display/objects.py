@@ -105,11 +105,16 @@ def subject_bundle(
 
 
 def subject_repr(subject: Any) -> str:
-    """The short text form of a Subject (no parameter count: that walks every tensor)."""
+    """The short text form of a Subject (no parameter count: that walks every tensor).
+
+    A model placed over devices (``load_model(..., device_map=...)``) adds its placement in one
+    phrase, e.g. ``placement='12 on cuda:0, 8 on cpu, 4 on disk'``.
+    """
+    placed = f", placement={subject.placement_summary()!r}" if subject.is_placed else ""
     return (
         f"Subject({subject.name!r}, revision={subject.revision!r}, "
         f"family={subject.family.name}, layers={subject.n_layers}, d_model={subject.d_model}, "
-        f"dtype={str(subject.dtype).removeprefix('torch.')}, device={subject.device})"
+        f"dtype={str(subject.dtype).removeprefix('torch.')}, device={subject.device}{placed})"
     )
 
 
