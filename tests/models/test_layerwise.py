@@ -22,6 +22,7 @@ from tinymodels import SENTENCES
 from workbench import capture, load_model
 from workbench import capturing as C
 from workbench.errors import ConfigError
+from workbench.interventions import add, intervene
 from workbench.models import layerwise
 from workbench.store import StoreWriter
 
@@ -185,3 +186,16 @@ def test_unsupported_family_or_order_fails_in_one_line(tiny_dir) -> None:
     assert "\n" not in str(excinfo.value)
     with pytest.raises(ConfigError, match="unknown order"):
         capture(bert, SENTENCES, sites="resid_post", order="rows", progress=False)
+
+
+def test_inside_intervene_auto_is_batch_major_and_layer_refuses(big_dir, tmp_path, caplog) -> None:
+    placed = _placed(big_dir, "auto", tmp_path)
+    vector = torch.ones(placed.d_model)
+    with intervene(placed, {"resid_post.1": add(vector)}):
+        with caplog.at_level(logging.INFO, logger="workbench.capturing"):
+            got = capture(placed, SENTENCES, sites="resid_post.2", batch_size=BATCH)
+        assert "batch-major" in caplog.text
+        want = capture(placed, SENTENCES, sites="resid_post.2", batch_size=BATCH, order="batch")
+        with pytest.raises(ConfigError, match="intervene"):
+            capture(placed, SENTENCES, sites="resid_post.2", order="layer", progress=False)
+    torch.testing.assert_close(got["resid_post.2"], want["resid_post.2"], atol=0, rtol=0)

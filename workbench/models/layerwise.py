@@ -32,7 +32,9 @@ the tensor the batch-major forward shows it: the embedding sites during the firs
 Supported: the families whose base model hands every block the same arguments (Llama, Mistral,
 Qwen2/3 without sliding-window layers, GPT-2, GPT-NeoX/Pythia). Others (BERT's encoder, models
 mixing sliding and full attention layers, whose blocks get different masks) raise a one-line
-:class:`~workbench.errors.ConfigError`.
+:class:`~workbench.errors.ConfigError`, and so does a model with hooks on its whole forward, such as
+an :func:`~workbench.interventions.intervene` block, whose edits follow each whole pass (its token
+positions) and would not see blocks called one by one; ``order="auto"`` then runs batch-major.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def unsupported_reason(model: nn.Module, family_name: str) -> str | None:
         return (
             f"layer-major capture supports the {', '.join(FAMILIES)} families, not "
             f"{family_name!r}; use order='batch'"
+        )
+    roots = {id(m): m for m in (model, model.base_model)}.values()
+    if any(m._forward_pre_hooks or m._forward_hooks for m in roots):
+        return (
+            "the model has hooks on its whole forward (an intervene() block follows whole "
+            "passes), which layer-major calls of single blocks would bypass; use order='batch'"
         )
     kinds = set(getattr(model.config, "layer_types", None) or ())
     if len(kinds) > 1:
