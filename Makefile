@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(PY) bench/probes.py --quick
 	$(PY) bench/node2vec.py
 	$(PY) bench/replicate.py
+	$(PY) bench/offload.py
 
 # On each CUDA device: ~1B and ~7B bf16 Llama-shaped models, bare forward vs streamed capture of
 # every resid_post, peak GPU memory, whole and device_map="auto" (under 8 min on one H200; exits
