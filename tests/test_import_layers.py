@@ -42,10 +42,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 KNOWN: dict[tuple[str, str], str] = {
-    # Issue 23's helper: resolve_device moves to the leaf workbench.devices and train.loop imports
-    # it from there; until then the trainer reaches up into models (a models <-> train circle).
-    ("workbench.train.loop", "workbench.models.loading"): "issue 23: import resolve_device "
-    "from workbench.devices",
     # Issue 22, in files this test's author does not own (each to be removed with its fix):
     # tiny-lm (models/) trains itself with the one trainer (train/, a higher layer): the trained
     # default belongs above train/, or the trainer below models/.
