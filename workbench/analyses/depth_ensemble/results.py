@@ -21,6 +21,7 @@ from workbench.analyses.depth_ensemble.layers import (
     nan_to_none,
 )
 from workbench.arrays import plain
+from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -238,6 +239,13 @@ class DepthEnsembleResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "notes", tuple(self.notes))
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
+        return study_bundle(self, "depth_ensemble", include, exclude)
+
+    def __repr__(self) -> str:
+        return study_text(self, "depth_ensemble")
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""
