@@ -54,6 +54,28 @@ def minilm():
     return load_model("minilm", device="cpu")
 
 
+@pytest.fixture
+def forbid_model_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if any model is loaded: one fixture for every "a cache hit loads nothing".
+
+    Replaces ``load_model`` wherever a workbench module holds it (an import at module top
+    copies the name; ``from workbench import load_model`` inside a function reads the package's,
+    which is replaced too), so no study can load a model by any path.
+    """
+    import sys
+
+    from workbench.models import loading
+
+    original = loading.load_model
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a model was loaded: load_model{args[:1]}")
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("workbench") and getattr(module, "load_model", None) is original:
+            monkeypatch.setattr(module, "load_model", refuse)
+
+
 @pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A trained small tiny-lm folder with step-N checkpoints (trained once per session)."""

@@ -73,14 +73,15 @@ def test_stores_and_transcripts_are_on_disk(study, config):
     assert {m.round for m in t.messages} == {0, 1}
 
 
-def test_a_rerun_from_the_cache_trains_and_loads_nothing(config, study, monkeypatch):
+def test_a_rerun_from_the_cache_trains_and_loads_nothing(
+    config, study, monkeypatch, forbid_model_loading
+):
     result, cache = study
 
     def fail(*args, **kwargs):
         raise AssertionError("a cached unit was recomputed")
 
     monkeypatch.setattr(toy, "train_toy", fail)
-    monkeypatch.setattr("workbench.load_model", fail)
     again = acmas.run(config, cache_dir=cache, progress=False)
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
     assert tuple(acmas.metrics(again)) == acmas.METRIC_KEYS

@@ -53,17 +53,12 @@ def test_sweep_covers_every_checkpoint_and_layer(study):
     assert result.notes == ()
 
 
-def test_a_rerun_from_the_cache_loads_no_model(config, study, monkeypatch):
+def test_a_rerun_from_the_cache_loads_no_model(config, study, forbid_model_loading):
     result, cache = study
-
-    def no_loading(*args, **kwargs):
-        raise AssertionError("a cached unit was recomputed")
-
-    monkeypatch.setattr(collect, "load_model", no_loading)
     again = an.run(config, cache_dir=cache, progress=False)
     assert again.to_dict() == result.to_dict()  # tangent test included
     # a changed parameter is another cache: it has to load models again
-    with pytest.raises(AssertionError, match="recomputed"):
+    with pytest.raises(AssertionError, match="a model was loaded"):
         an.run(replace(config, n_texts=23), cache_dir=cache, progress=False)
 
 

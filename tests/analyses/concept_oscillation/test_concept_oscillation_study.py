@@ -53,21 +53,22 @@ def test_the_toy_study_runs_and_reports_every_metric(toy_study, toy_config):
     json.dumps(m, allow_nan=False)  # plain, finite JSON
 
 
-def test_a_rerun_from_the_cache_trains_and_loads_nothing(toy_study, toy_config, monkeypatch):
+def test_a_rerun_from_the_cache_trains_and_loads_nothing(
+    toy_study, toy_config, monkeypatch, forbid_model_loading
+):
     result, cache = toy_study
 
     def fail(*args, **kwargs):
         raise AssertionError("a cached unit was recomputed")
 
     monkeypatch.setattr(train_toy, "train_toy", fail)
-    monkeypatch.setattr(collect, "load_model", fail)
     again = co.run(toy_config, cache_dir=cache, progress=False)
     assert again.to_dict() == result.to_dict()
     # another bootstrap size reuses the readouts; another lens needs the model again
     other = co.run(replace(toy_config, n_bootstrap=300), cache_dir=cache, progress=False)
     assert other.run.to_dict() == again.run.to_dict()
     assert other.follow.n_bootstrap == 300
-    with pytest.raises(AssertionError, match="recomputed"):
+    with pytest.raises(AssertionError, match="a model was loaded"):
         co.run(replace(toy_config, lens="tuned"), cache_dir=cache, progress=False)
 
 

@@ -267,13 +267,14 @@ def test_result_round_trips_and_every_figure_draws(study):
         result.figure("nope")
 
 
-def test_a_rerun_from_the_cache_loads_and_trains_nothing(config, study, monkeypatch):
+def test_a_rerun_from_the_cache_loads_and_trains_nothing(
+    config, study, monkeypatch, forbid_model_loading
+):
     result, cache = study
 
     def fail(*args, **kwargs):
         raise AssertionError("a cached unit was recomputed")
 
-    monkeypatch.setattr(collect, "load_model", fail)
     monkeypatch.setattr(toys, "train", fail)
     monkeypatch.setattr(toys, "teacher_outputs", fail)
     again = de.run(config, cache_dir=cache, progress=False)

@@ -111,9 +111,8 @@ def test_steering_effect_equals_a_hand_written_hook(config, study):
     assert result.steering.effect_at_max == pytest.approx(shift, rel=1e-4, abs=1e-7)
 
 
-def test_a_rerun_from_the_cache_loads_no_model(config, study, monkeypatch):
+def test_a_rerun_from_the_cache_loads_no_model(config, study, forbid_model_loading):
     result, cache = study
-    monkeypatch.setattr(collect, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     again = ro.run(config, cache_dir=cache)
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from workbench.analyses.acmas import toy
+from workbench.analyses.acmas.config import AcmasConfig
 from workbench.analyses.acmas.transcripts import Agent, Message, Transcript
 
 
@@ -70,6 +71,17 @@ def loaded(path: str | Path, device: str = "cpu") -> Iterator:
         yield subject
     finally:
         del subject
+
+
+def agent_model(config: AcmasConfig, toys: Path, progress: bool = True) -> str:
+    """The agents' model: ``config.model``, or for ``toy`` the trained toy's folder.
+
+    The toy is trained to its criterion on first use into ``toys/toy-<recipe key>``.
+    """
+    if config.model != "toy":
+        return config.model
+    recipe = toy.ToyConfig(max_steps=config.toy_steps, seed=config.seed)
+    return str(ensure_toy(toys / f"toy-{recipe.key()}", recipe, progress))
 
 
 def ensure_toy(folder: Path, config: toy.ToyConfig, progress: bool = True) -> Path:

@@ -7,6 +7,7 @@ rerun with the same config trains, loads and captures nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -26,6 +27,7 @@ from workbench.analyses.base import save_study
 from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
+from workbench.models.lazy import LazySubject
 
 log = logging.getLogger(__name__)
 
@@ -98,20 +100,12 @@ class _Work:
 
     def __init__(self, config: AcmasConfig, folder: Path, toys: Path, progress: bool) -> None:
         self.config, self.folder, self.toys, self.progress = config, folder, toys, progress
-        self._subject = None
+        self.lazy = LazySubject(
+            lambda: collect.loaded(collect.agent_model(config, toys, progress), config.device)
+        )
 
     def subject(self):
-        if self._subject is None:
-            c = self.config
-            path = c.model
-            if c.model == "toy":
-                tc = toy.ToyConfig(max_steps=c.toy_steps, seed=c.seed)
-                folder = self.toys / f"toy-{tc.key()}"
-                path = collect.ensure_toy(folder, tc, self.progress)
-            from workbench import load_model
-
-            self._subject = load_model(str(path), device=c.device)
-        return self._subject
+        return self.lazy.get()
 
     def layers(self) -> dict[str, int]:
         n = self.subject().n_layers
@@ -305,10 +299,12 @@ def run(
             (``None``: a temporary folder, removed afterwards).
         progress: Show progress bars.
     """
-    with tempfile.TemporaryDirectory(prefix="acmas-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="acmas-"))
         folder = Path(cache_dir) / f"work-{config.key()}" if cache_dir is not None else Path(tmp)
         toys = Path(cache_dir) if cache_dir is not None else Path(tmp)
         work = _Work(config, folder, toys, progress)
+        stack.enter_context(work.lazy)
         cache = UnitCache(cache_dir, config.key())
         schedules = config.schedules
         if config.transcripts != "builtin":

@@ -39,6 +39,7 @@ from workbench.analyses.depth_ensemble.summary import metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyResult, ToyStudent, ToyTeacher
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
+from workbench.models.lazy import LazySubject
 
 log = logging.getLogger(__name__)
 
@@ -86,36 +87,12 @@ def _key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-class _Lazy:
-    """Loads the model on first use (only when a unit is missing) and frees it at the end."""
-
-    def __init__(self, config: DepthEnsembleConfig) -> None:
-        self.config = config
-        self._stack: Any = None
-        self.subject: Any = None
-        self.has_lm = False
-
-    def get(self) -> Any:
-        if self.subject is None:
-            import contextlib
-
-            self._stack = contextlib.ExitStack()
-            self.subject = self._stack.enter_context(collect.loaded(self.config))
-            self.has_lm = collect.check_sites(self.subject)
-        return self.subject
-
-    def close(self) -> None:
-        if self._stack is not None:
-            self.subject = None
-            self._stack.close()
-
-
 def model_part(
     config: DepthEnsembleConfig, cache_dir: str | os.PathLike[str] | None
 ) -> tuple[ModelResult, list[str]]:
     """Geometry, lens losses and layer skipping of the model (each unit cached)."""
     cache = UnitCache(cache_dir, "model-" + config.part_key(config.MODEL_FIELDS))
-    lazy = _Lazy(config)
+    lazy = LazySubject(lambda: collect.loaded(config))
     notes: list[str] = []
     try:
         info = cache.load("info")
@@ -123,7 +100,7 @@ def model_part(
             subject = lazy.get()
             info = {
                 "revision": subject.revision,
-                "has_lm": lazy.has_lm,
+                "has_lm": collect.check_sites(subject),
                 "n_layers": subject.n_layers,
             }
             cache.save("info", info)
