@@ -199,3 +199,21 @@ def test_inside_intervene_auto_is_batch_major_and_layer_refuses(big_dir, tmp_pat
         with pytest.raises(ConfigError, match="intervene"):
             capture(placed, SENTENCES, sites="resid_post.2", order="layer", progress=False)
     torch.testing.assert_close(got["resid_post.2"], want["resid_post.2"], atol=0, rtol=0)
+
+
+def test_layer_major_in_bfloat16_matches_batch_major(big_dir, tmp_path) -> None:
+    """An offloaded bf16 model: the layer-major replay computes what the batched forward does.
+
+    Both orders run the same bf16 blocks on the same batches, so they agree to bf16's rounding
+    (one ulp, 2**-7 relative, of the largest values).
+    """
+    placed = _placed(big_dir, "split", tmp_path, dtype="bfloat16")  # half the size: map it
+    assert "disk" in placed.placement.values() and placed.dtype == torch.bfloat16
+    layer, batch = _both(placed, sites=["resid_post", "unembed"])
+    assert list(layer) == list(batch)
+    for name in batch:
+        assert layer[name].dtype == batch[name].dtype
+        want, got = batch[name].float(), layer[name].float()
+        scale = want.abs().max()
+        torch.testing.assert_close(got, want, atol=float(scale) * 2**-7, rtol=0, msg=name)
+    assert torch.equal(layer.offsets, batch.offsets)
