@@ -190,12 +190,15 @@ def bench_capture(root: Path, quick: bool) -> list[str]:
             f"{r['io_read_bytes'] / 1e9:>17.3f}{r['peak_rss'] / size:>18.2f}"
         )
     speedup = batch["seconds"] / layer["seconds"]
-    once = layer["read_bytes"] == layer["offloaded_bytes"]
+    # once: the layer-major capture read back about the offloaded bytes, not a multiple of them
+    # (accelerate may re-read a small tied or shared tensor, so not byte for byte)
+    times = layer["read_bytes"] / max(layer["offloaded_bytes"], 1)
     lines.append(
         f"layer-major: {speedup:.1f}x faster (target >= {TARGET_SPEEDUP:.0f}x: "
         f"{'met' if speedup >= TARGET_SPEEDUP else 'MISSED'}), reads "
         f"{batch['read_bytes'] / max(layer['read_bytes'], 1):.1f}x fewer bytes; weights read "
-        f"once: {'yes' if once else 'NO'}; same activations: yes"
+        f"{times:.2f}x the offloaded bytes (once: {'yes' if times < 1.5 else 'NO'}); "
+        "same activations: yes"
     )
     return lines
 

@@ -54,13 +54,17 @@ def test_activations_beat_the_text_baseline(study):
     assert m["baseline_f1_text_sync"] < 0.75 and m["baseline_f1_text_async"] < 0.75
 
 
-def test_restoration_steering_keeps_more_work_than_isolation(study):
+def test_restoration_isolates_the_flagged_agents(study):
     result, _ = study
     r = result.restoration
     assert set(r.flagged) == set(r.compromised) == {4, 5}
     assert r.value("attack_success", "isolate") == 0.0  # isolated agents deliver nothing
     assert r.value("task_completion", "isolate") < r.value("task_completion", "none")
-    assert r.value("task_completion", "steer") > r.value("task_completion", "isolate")
+    # "steering completes more tasks than isolation" is a finding, not a property of the code: it
+    # is a claim (test_acmas_claims.py, over seeds). On this one seed at test size it held under
+    # AVX-512 (0.85 vs 0.75) and tied under ATEN_CPU_CAPABILITY=avx2 (0.75 vs 0.75), so it
+    # cannot be asserted on one training here.
+    assert np.all((r.task_completion >= 0) & (r.task_completion <= 1))
 
 
 def test_stores_and_transcripts_are_on_disk(study, config):
