@@ -17,8 +17,10 @@ once and is at least 3x faster.
 (b) Loading. A Llama-shaped random model of about 1.3 GB (6 layers, d=2048, MLP 5632, vocab 16000,
 float32; about 0.7 GB with ``--quick``), saved in 500 MB shards; ``load_model(folder,
 device="cpu")`` in a fresh subprocess: wall time and peak RSS, against the weights' size and
-against a subprocess that imports the same modules and loads nothing (the interpreter's baseline).
-Target: peak RSS at most 1.2x the weights' size.
+against a subprocess that imports the same modules and loads nothing (the interpreter's baseline),
+and again after every weight has been read once (the weights are memory-mapped from the
+safetensors files, so they become resident only when touched). Target: peak RSS at most 1.2x the
+weights' size.
 
 Everything lives in one temporary folder, removed at the end.
 """
@@ -92,7 +94,11 @@ def child(argv: list[str]) -> None:
         subject = load_model(folder, device="cpu")
         seconds = time.perf_counter() - start
         assert subject.model.lm_head.weight.device.type == "cpu"
-        print(json.dumps({"seconds": seconds, "peak_rss": _peak_rss()}))
+        peak = _peak_rss()
+        with torch.no_grad():  # read every weight once: mapped pages become resident
+            for p in subject.model.parameters():
+                p.sum()
+        print(json.dumps({"seconds": seconds, "peak_rss": peak, "touched_rss": _peak_rss()}))
         return
     from accelerate.utils.offload import OffloadedWeightsLoader
 
@@ -145,6 +151,18 @@ def child(argv: list[str]) -> None:
 
 
 def _peak_rss() -> int:
+    """This process's peak resident set, in bytes.
+
+    ``VmHWM`` belongs to the process's own address space, which ``exec`` replaces. ``ru_maxrss``
+    survives ``exec``: a child forked from this script after it built a 1.3 GB model reported that
+    parent's 1.75 GB as its own peak, the same for the load and for the interpreter baseline.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -217,7 +235,9 @@ def bench_load(root: Path, quick: bool) -> list[str]:
         f"(b) load_model(device='cpu') of a {size / 1e9:.2f} GB float32 model: "
         f"{load['seconds']:.1f} s, peak RSS {load['peak_rss'] / 1e9:.2f} GB = {ratio:.2f}x the "
         f"weights (target <= {TARGET_LOAD_RSS}x: {'met' if ratio <= TARGET_LOAD_RSS else 'MISSED'}"
-        f"); above the interpreter's baseline ({base['peak_rss'] / 1e9:.2f} GB): {above:.2f}x",
+        f"); above the interpreter's baseline ({base['peak_rss'] / 1e9:.2f} GB): {above:.2f}x; "
+        f"after reading every weight once (safetensors maps the file: pages count when touched) "
+        f"{load['touched_rss'] / size:.2f}x",
     ]
 
 
