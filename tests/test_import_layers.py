@@ -48,12 +48,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("workbench.models.tiny_lm", "workbench.train"): "issue 22: tiny-lm above train/",
     # The store's notebook card reads shard headers from the store module that imports it.
     ("workbench.display.objects", "workbench.store"): "issue 22: display duck-typed, no store",
-    # Figure builders that import their results at run time (for constants), while the results
-    # import them to draw: the constants belong in the figures or a module below both.
-    ("workbench.analyses.anisotropy.figures", "workbench.analyses.anisotropy.results"): "issue "
-    "22: figures take computed values, results' types for type checking only",
-    ("workbench.lens.figures", "workbench.lens.results"): "issue 22: figures take computed "
-    "values, results' types for type checking only",
 }
 
 

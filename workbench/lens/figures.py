@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workbench.lens.core import LensError
-from workbench.lens.results import METRICS, LensResult
+from workbench.errors import LensError
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from workbench.lens.results import LensResult
 
 COLORS = ("prob", "kl", "entropy", "cross_entropy", "target_prob")
 """What a heatmap cell's colour can show."""
@@ -129,10 +130,9 @@ def compare_figure(results: Sequence[LensResult], metric: str = "kl") -> go.Figu
     from workbench.figures import style
 
     results = list(results)
-    if not results or not all(isinstance(r, LensResult) for r in results):
+    if not results or not all(callable(getattr(r, "by_layer", None)) for r in results):
         raise LensError("compare_figure needs a non-empty list of LensResult")
-    if metric not in METRICS:
-        raise LensError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
+    results[0].by_layer(metric)  # an unknown metric: the result's own one-line LensError
     several_models = len({(r.model, r.revision) for r in results}) > 1
     fig = go.Figure()
     for r in results:

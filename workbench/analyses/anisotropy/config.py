@@ -8,6 +8,11 @@ from typing import ClassVar, Literal
 from workbench.analyses.base import StudyConfig
 from workbench.errors import ConfigError
 
+LAYER_METRICS = ("mean_cosine", "mev", "isoscore", "effective_rank", "twonn")
+"""The geometry measured at every layer (fields of :class:`~.results.LayerMetrics`)."""
+CHECKPOINT_METRICS = ("mean_cosine", "isoscore", "effective_rank", "twonn")
+"""The metrics followed across checkpoints (the heatmap panels)."""
+
 Site = Literal["resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out"]
 
 

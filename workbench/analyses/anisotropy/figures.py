@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from workbench.analyses.anisotropy.results import CHECKPOINT_METRICS, LAYER_METRICS
+from workbench.analyses.anisotropy.config import CHECKPOINT_METRICS, LAYER_METRICS
 from workbench.figures import TWO_COLUMN, style
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from workbench.analyses.anisotropy.config import CHECKPOINT_METRICS, LAYER_METRICS
 from workbench.analyses.anisotropy.tangent import TangentResult
 from workbench.analyses.base import draw_figure
 from workbench.arrays import float_or_none
@@ -20,10 +21,6 @@ from workbench.geometry import FrequencyDistance
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-LAYER_METRICS = ("mean_cosine", "mev", "isoscore", "effective_rank", "twonn")
-"""The geometry measured at every layer (fields of :class:`LayerMetrics`)."""
-CHECKPOINT_METRICS = ("mean_cosine", "isoscore", "effective_rank", "twonn")
-"""The metrics followed across checkpoints (the heatmap panels)."""
 FIGURES = ("by_layer", "layer_step_heatmaps", "mean_cosine_over_training", "frequency_distance",
            "tangent_test")  # fmt: skip
 """Every figure kind of :meth:`AnisotropyResult.figure`, in notebook order."""
