@@ -46,8 +46,6 @@ KNOWN: dict[tuple[str, str], str] = {
     # tiny-lm (models/) trains itself with the one trainer (train/, a higher layer): the trained
     # default belongs above train/, or the trainer below models/.
     ("workbench.models.tiny_lm", "workbench.train"): "issue 22: tiny-lm above train/",
-    # The store's notebook card reads shard headers from the store module that imports it.
-    ("workbench.display.objects", "workbench.store"): "issue 22: display duck-typed, no store",
 }
 
 

@@ -157,6 +157,21 @@ class ActivationStore:
         """Site names in the store, in forward order."""
         return list(self.manifest["sites"])
 
+    def site_widths(self) -> dict[str, int]:
+        """Each site's row width, from the first written shard's header (no data is read).
+
+        Empty when no shard is written yet or that header is unreadable (a corrupt shard is
+        :meth:`verify`'s to report; here it only leaves the widths unknown).
+        """
+        for shard in self.manifest["shards"]:
+            if shard.get("bytes") is not None:
+                try:
+                    _, header = read_header(self.path / shard["file"])
+                    return {k: v["shape"][1] for k, v in header.items() if k != "__metadata__"}
+                except (OSError, CorruptShardError, KeyError, TypeError, IndexError):
+                    return {}
+        return {}
+
     @property
     def complete(self) -> bool:
         """Whether every planned shard has been written."""

@@ -277,18 +277,8 @@ def _store_bytes(store: Any) -> int:
 
 def _store_shapes(store: Any) -> list[tuple[str, tuple, str]]:
     """Each site's (rows, width) from the first written shard's header (nothing is read)."""
-    from workbench.store import read_header
-
     manifest = store.manifest
-    widths: dict[str, int] = {}
-    for shard in manifest["shards"]:
-        if shard.get("bytes") is not None:
-            try:
-                _, header = read_header(store.path / shard["file"])
-                widths = {k: v["shape"][1] for k, v in header.items() if k != "__metadata__"}
-            except Exception:  # a corrupt shard shows up in verify(); here it is only a shape
-                widths = {}
-            break
+    widths = store.site_widths()
     return [(s, (manifest["n_rows"], widths.get(s, "?")), manifest["dtype"]) for s in store.sites]
 
 
