@@ -79,3 +79,7 @@ def test_installed_wheel_lists_models_and_runs_an_analysis(wheel, tmp_path):
     assert record["analysis"] == "anisotropy" and record["params"]["model"] == "minilm"
     assert len(record["metrics"]["per_layer"]) == 6
     assert (out / "figures" / "by_layer.html").is_file()
+    # the capture's progress bar is an ipywidget in the kernel; a batch run saves no widget state
+    # (with it, an nbconvert export renders widgets through a CDN script, blank offline)
+    executed = json.loads(next(out.glob("*.ipynb")).read_text())
+    assert "widgets" not in executed["metadata"]

@@ -310,6 +310,9 @@ def run_analysis(
                 log_output=False,
                 execution_timeout=timeout,
                 kernel_manager_class=KERNEL_MANAGER,
+                # a batch run has no live widget: saved widget state would make an nbconvert
+                # export render each explorer through a CDN script instead of its static twin
+                store_widget_state=False,
                 **hooks,
             )
     except Exception as exc:  # every papermill/nbclient failure is classified, never propagated
