@@ -64,7 +64,6 @@ def test_restoration_isolates_the_flagged_agents(study):
     # is a claim (test_acmas_claims.py, over seeds). On this one seed at test size it held under
     # AVX-512 (0.85 vs 0.75) and tied under ATEN_CPU_CAPABILITY=avx2 (0.75 vs 0.75), so it
     # cannot be asserted on one training here.
-    assert np.all((r.task_completion >= 0) & (r.task_completion <= 1))
 
 
 def test_stores_and_transcripts_are_on_disk(study, config):
