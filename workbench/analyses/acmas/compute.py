@@ -18,6 +18,7 @@ from workbench.analyses.acmas.detectors import (
     TextMajorityDetector,
 )
 from workbench.analyses.acmas.results import ScheduleResult
+from workbench.stats import bootstrap
 
 DETECTORS = ("prototype", "linear_probe", "mahalanobis", "prototype_cosine")
 """The activation detectors, in the order of :class:`ScheduleResult`'s arrays.
@@ -177,20 +178,19 @@ def task_intervals(
         ``{"f1": (lo, hi), "auroc": (lo, hi), "ap": (lo, hi)}`` (``nan`` where undefined).
     """
     y, scores, pred, tasks = map(np.asarray, (y, scores, pred, tasks))
-    uniq = np.unique(tasks)
-    rows = [np.flatnonzero(tasks == t) for t in uniq]
-    rng = np.random.default_rng(seed)
-    draws: dict[str, list[float]] = {"f1": [], "auroc": [], "ap": []}
-    for _ in range(n_boot):
-        idx = np.concatenate([rows[i] for i in rng.integers(0, len(uniq), len(uniq))])
+    if not len(y):
+        return {k: (float("nan"), float("nan")) for k in ("f1", "auroc", "ap")}
+
+    def scored(idx: np.ndarray) -> list[float]:
         yb = y[idx]
         if len(set(yb.tolist())) != 2:
-            continue
-        draws["f1"].append(float(f1_score(yb, pred[idx], zero_division=0.0)))
-        draws["auroc"].append(float(roc_auc_score(yb, scores[idx])))
-        draws["ap"].append(float(average_precision_score(yb, scores[idx])))
-    nan = (float("nan"), float("nan"))
-    return {
-        k: (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))) if v else nan
-        for k, v in draws.items()
-    }
+            raise ValueError("a resample holding one class scores nothing")
+        return [
+            float(f1_score(yb, pred[idx], zero_division=0.0)),
+            float(roc_auc_score(yb, scores[idx])),
+            float(average_precision_score(yb, scores[idx])),
+        ]
+
+    boot = bootstrap(scored, len(y), n_samples=n_boot, seed=seed, groups=tasks, size=3)
+    low, high = boot.interval()
+    return {k: (float(low[i]), float(high[i])) for i, k in enumerate(("f1", "auroc", "ap"))}

@@ -30,6 +30,7 @@ from workbench.analyses.concept_oscillation.results import (
     ProbeCurve,
 )
 from workbench.errors import InputError
+from workbench.stats import bootstrap
 
 AMBIGUOUS_WIDTH = 0.5
 """Cases with ``|dH - balance point| <= AMBIGUOUS_WIDTH`` are "ambiguous", the rest "clear"."""
@@ -169,17 +170,7 @@ def follow_curve(
         b0, b1 = fit_logistic(x, y)
         fit["intercept"], fit["slope"] = float(b0[0]), float(b1[0])
         fit["balance"] = float(balance_point(b0, b1)[0])
-        rng = np.random.default_rng(seed)
-        counts_b = rng.multinomial(len(x), np.full(len(x), 1 / len(x)), size=n_bootstrap)
-        both = ((counts_b * y).sum(1) > 0) & ((counts_b * (1 - y)).sum(1) > 0)
-        if both.any():
-            bb0, bb1 = fit_logistic(x, y, counts_b[both])
-            points = balance_point(bb0, bb1)
-            points = points[np.isfinite(points)]
-            if len(points):
-                tail = (1 - CONFIDENCE) / 2 * 100
-                lo, hi = np.percentile(points, [tail, 100 - tail])
-                fit["ci"] = (float(lo), float(hi))
+        fit["ci"] = _balance_interval(x, y, n_bootstrap, seed)
     return FollowCurve(
         dh=dh,
         follow_a=follow_a,
@@ -193,6 +184,24 @@ def follow_curve(
         bin_rates=rates,
         bin_counts=counts,
     )
+
+
+def _balance_interval(
+    x: np.ndarray, y: np.ndarray, n_bootstrap: int, seed: int
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the balance point (resampled cases, refitted)."""
+
+    def balance(idx: np.ndarray) -> float:
+        if not 0 < y[idx].sum() < len(idx):
+            raise ValueError("a resample holding one outcome has no balance point")
+        b0, b1 = fit_logistic(x[idx], y[idx])
+        return float(balance_point(b0, b1)[0])
+
+    boot = bootstrap(balance, len(x), n_samples=n_bootstrap, seed=seed, size=1)
+    if not len(boot.samples):
+        return None
+    lo, hi = boot.interval(CONFIDENCE)[:, 0]
+    return float(lo), float(hi)
 
 
 def count_oscillations(top1: Any, y_a: Any, y_b: Any) -> np.ndarray:
@@ -237,14 +246,18 @@ def ratio_interval(
     clear = np.asarray(clear, dtype=np.float64)
     if not len(ambiguous) or not len(clear):
         return None
-    rng = np.random.default_rng(seed)
-    a = rng.choice(ambiguous, (n_bootstrap, len(ambiguous))).mean(1)
-    c = rng.choice(clear, (n_bootstrap, len(clear))).mean(1)
-    ratios = a[c > 0] / c[c > 0]
-    if not len(ratios):
+    values = np.concatenate([ambiguous, clear])
+    is_clear = np.arange(len(values)) >= len(ambiguous)
+
+    def ratio(idx: np.ndarray) -> float:
+        v, c = values[idx], is_clear[idx]
+        return float(v[~c].mean() / v[c].mean())  # 0 / 0 or x / 0: not finite, left out
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = bootstrap(ratio, len(values), n_samples=n_bootstrap, seed=seed, strata=is_clear)
+    if not len(boot.samples):
         return None
-    tail = (1 - CONFIDENCE) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    lo, hi = boot.interval(CONFIDENCE)[:, 0]
     return float(lo), float(hi)
 
 

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workbench.analyses.depth_ensemble.fitting import bootstrap, fit_log_power_law, loglog_slope
+from workbench.analyses.depth_ensemble.fitting import fit_log_power_law, loglog_slope
 from workbench.analyses.depth_ensemble.results import LayerGeometry
 from workbench.analyses.depth_ensemble.toy_results import ToyFit
 from workbench.errors import InputError
+from workbench.stats import bootstrap
 
 EPS = 1e-12
 
@@ -136,7 +137,7 @@ def fit_toy(
     def refit(idx: np.ndarray) -> np.ndarray:
         return fit_log_power_law(x, per_example[:, idx].mean(axis=1), start=fit.theta).theta
 
-    boot = bootstrap(refit, per_example.shape[1], n_bootstrap, seed, 3)
+    boot = bootstrap(refit, per_example.shape[1], n_samples=n_bootstrap, seed=seed, size=3)
     log_c, a, l0 = fit.theta
     low, high = boot.interval()
     return ToyFit(

@@ -16,12 +16,12 @@ Bounds: ``0 <= a <= 10`` and ``0 <= L0 <= min(L)``.
 Standard errors: ``Cov = s^2 (J^T J)^-1`` with ``J`` the Jacobian of the log residuals at the
 optimum and ``s^2 = sum r^2 / (n - p)`` (undefined, ``NaN``, without spare degrees of freedom);
 the coefficients' errors follow by the delta method. The bootstrap refits resampled data (runs,
-or held-out examples of the toys) from the optimum and reports the spread.
+or held-out examples of the toys) from the optimum through :func:`workbench.stats.bootstrap`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -177,56 +177,6 @@ def fit_log_power_law(
         a_map[2 * i, 2 * i + 1] = np.log(ref[i])
     own = a_map @ theta
     return LogFit(own, a_map @ cov_scaled @ a_map.T, residuals, cost)
-
-
-@dataclass(frozen=True)
-class Bootstrap:
-    """Refits on resampled data.
-
-    Attributes:
-        samples: ``(n_ok, P)`` refitted parameters (failed refits are left out).
-        failed: Refits that did not converge.
-    """
-
-    samples: np.ndarray
-    failed: int
-
-    def se(self) -> np.ndarray:
-        """Standard deviation of each parameter over the refits (``NaN`` with fewer than 2)."""
-        if len(self.samples) < 2:
-            return np.full(self.samples.shape[1], np.nan)
-        return self.samples.std(axis=0, ddof=1)
-
-    def interval(self, level: float = 0.95) -> np.ndarray:
-        """Percentile interval of each parameter, ``(2, P)``."""
-        if not len(self.samples):
-            return np.full((2, self.samples.shape[1]), np.nan)
-        tail = 50 * (1 - level)
-        return np.percentile(self.samples, [tail, 100 - tail], axis=0)
-
-
-def bootstrap(
-    refit: Callable[[np.ndarray], np.ndarray], n: int, n_samples: int, seed: int, n_params: int
-) -> Bootstrap:
-    """Calls ``refit(indices)`` on ``n_samples`` resamples of ``range(n)`` with replacement.
-
-    Args:
-        refit: Returns the parameters fitted on the rows ``indices``.
-        n: Rows to resample.
-        n_samples: Resamples.
-        seed: Seed of the resampling.
-        n_params: Parameters per refit.
-    """
-    rng = np.random.default_rng(seed)
-    samples, failed = [], 0
-    for _ in range(n_samples):
-        idx = rng.integers(0, n, size=n)
-        try:
-            samples.append(refit(idx))
-        except (InputError, ValueError, np.linalg.LinAlgError):
-            failed += 1
-    array = np.array(samples, dtype=np.float64).reshape(-1, n_params)
-    return Bootstrap(array, failed)
 
 
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> float:

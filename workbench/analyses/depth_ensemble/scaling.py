@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.analyses.depth_ensemble.config import BUILTIN_CSV
-from workbench.analyses.depth_ensemble.fitting import bootstrap, fit_log_power_law
+from workbench.analyses.depth_ensemble.fitting import fit_log_power_law
 from workbench.errors import InputError
+from workbench.stats import bootstrap
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -306,7 +307,7 @@ def fit_scaling_law(
     def refit(idx: np.ndarray) -> np.ndarray:
         return fit_log_power_law(x[idx], y[idx], start=fit.theta).theta
 
-    boot = bootstrap(refit, len(y), n_bootstrap, seed, len(PARAMS))
+    boot = bootstrap(refit, len(y), n_samples=n_bootstrap, seed=seed, size=len(PARAMS))
     transform = _to_values
     return ScalingFit(
         source=runs.source,
