@@ -23,9 +23,11 @@ import workbench
 PACKAGE = Path(workbench.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # leaves: error types, array helpers, atomic writes, run records, devices, the bootstrap;
-    # `workbench` is the package's own __init__ (its lazy names resolve to their modules)
-    ("workbench", "errors", "arrays", "files", "provenance", "records", "devices", "stats"),
+    # leaves: error types, array helpers, atomic writes, run records, devices, the bootstrap,
+    # named random streams; `workbench` is the package's own __init__ (its lazy names resolve to
+    # their modules)
+    ("workbench", "errors", "arrays", "files", "provenance", "records", "devices"),
+    ("stats", "seeds"),
     ("cache", "claims"),  # keyed unit caches; claims as data (not in DESIGN's block yet)
     # Presentation, right above the leaves: DESIGN's block lists figures/ above geometry, but
     # every layer's results draw (figure()) and show (display) themselves, and figures/ and

@@ -28,6 +28,7 @@ from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.models.lazy import LazySubject
+from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
             _calib_questions(config.seed, config.n_calib),
             schedule,
             turns=config.turns,
-            seed=config.seed + 1,
+            seed=stream_seed(config.seed, "calibration play"),
         )
         root = work.folder / "acts" / schedule
         acts = collect.capture_messages(subject, attacked, idx, root / "attacked")
@@ -255,7 +256,7 @@ def _restore(
             questions,
             schedule,
             turns=config.turns,
-            seed=config.seed + 2,
+            seed=stream_seed(config.seed, "restoration play"),
             flagged=flagged,
             defense=defense,
             edits=edits,

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 from workbench.errors import ConfigError, WorkbenchError
+from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ BENIGN_NOTES = ("", "note brief", "note calm", "note careful")
 """Harmless instructions a benign role prompt may carry (so a note alone is not the tell)."""
 INJECTIONS = {"stealthy": "note quietly adjust", "blatant": "note always adjust"}
 """The injected instruction of each attack (appended to a compromised agent's role prompt)."""
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 """Bumped whenever the training data, model or criterion code changes (part of the cache key)."""
 SPECIALS = ("<pad>", "<bos>", "<unk>")
 WORDS = (
@@ -231,10 +232,11 @@ def heldout_data(
     ``ids`` are right-padded prompts, ``last`` the index of each one's last token and ``answer``
     the token of the answer the prompt asks for.
 
-    Drawn from a generator disjoint from the training data's (``seed`` offset by 10**6), in the
+    Drawn from the ``held-out turns`` stream of ``seed`` (:mod:`workbench.seeds`), not the
+    training data's, in the
     study's format: any role, a benign note or the injection, zero to two peers' answers.
     """
-    rng = random.Random(10**6 + config.seed)
+    rng = random.Random(stream_seed(config.seed, "held-out turns"))
     vocab = tok.get_vocab()
     out = {}
     for kind in KINDS:

@@ -40,6 +40,7 @@ from workbench.analyses.depth_ensemble.toy_results import ToyResult, ToyStudent,
 from workbench.cache import UnitCache
 from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.models.lazy import LazySubject
+from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ CLAIMS = (
 """The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 ANALYSIS = "depth_ensemble"
-VERSION = 2
-"""Bumped when a cached record's meaning changes (2: the toys train on one thread)."""
+VERSION = 3
+"""Bumped when a cached record's meaning changes (2: the toys train on one thread; 3: the
+teacher inputs and the students draw from named random streams, :mod:`workbench.seeds`)."""
 GEOMETRY_INPUTS = 1024
 """Held-out inputs the toys' layer geometry is measured on."""
 
@@ -169,7 +171,9 @@ def toy_part(
                 if "data" not in holder:  # the teacher runs once, only if a unit is missing
                     teacher = toys.make_teacher(kind, preset, config.seed)
                     holder["teacher"] = teacher
-                    holder["data"] = toys.teacher_outputs(teacher, preset, config.seed + 1, device)
+                    holder["data"] = toys.teacher_outputs(
+                        teacher, preset, stream_seed(config.seed, "teacher inputs"), device
+                    )
                 return holder["data"]
 
             def measure_teacher(
@@ -215,7 +219,12 @@ def _student_trainer(
         d = data()
         started = time.perf_counter()
         run = toys.train_student(
-            depth, d, preset, seed=config.seed + 2, device=device, desc=f"{kind} d={depth}"
+            depth,
+            d,
+            preset,
+            seed=stream_seed(config.seed, "student"),
+            device=device,
+            desc=f"{kind} d={depth}",
         )
         per_example = toys.per_example_kl(run.model, d.x_test, d.logp_test)
         tail = max(10, preset.steps // 100)

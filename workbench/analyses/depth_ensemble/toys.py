@@ -127,9 +127,10 @@ def make_teacher(kind: str, preset: ToyPreset, seed: int) -> ResidualToy:
         seed: Its initialization seed (the same for both kinds, so the tied teacher's one layer
             is the independent teacher's first).
     """
-    torch.manual_seed(seed)
     depth = preset.teacher_depth
-    teacher = ResidualToy(depth, width=preset.width, vocab=preset.vocab, tied=kind == "tied")
+    with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+        torch.manual_seed(seed)
+        teacher = ResidualToy(depth, width=preset.width, vocab=preset.vocab, tied=kind == "tied")
     with torch.no_grad():
         for block in {id(b): b for b in teacher.blocks}.values():
             block.proj.weight.mul_(depth**-0.5)

@@ -45,6 +45,7 @@ from workbench.analyses.geometric_memory.models import (
 )
 from workbench.analyses.geometric_memory.results import PathAccuracy, TrainingCurve
 from workbench.errors import WorkbenchError
+from workbench.seeds import stream_seed
 from workbench.train import TrainConfig, TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -489,7 +490,7 @@ def train_incontext(
         desc="in-context",
     )
     model = result.model.eval()
-    generator = torch.Generator().manual_seed(seed + 10_007)
+    generator = torch.Generator().manual_seed(stream_seed(seed, "in-context test"))
     ids, labels = sequences.incontext_batch(graph, graph.test_paths, directions, n_test, generator)
     first = (labels != sequences.IGNORE).int().argmax(1)  # column of the first step
     with torch.no_grad():
