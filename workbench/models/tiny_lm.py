@@ -153,8 +153,7 @@ def train_tiny_lm(
     Returns:
         The output folder.
     """
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+    from workbench.models.gpt2 import tiny_gpt2
     from workbench.train import TrainConfig, train
 
     config = config or TinyLMConfig()
@@ -166,20 +165,16 @@ def train_tiny_lm(
     train_ids, val = stream[:split], stream[split:]
 
     def build() -> torch.nn.Module:
-        return GPT2LMHeadModel(
-            GPT2Config(
-                vocab_size=len(tokenizer),
-                n_positions=config.seq_len,
-                n_embd=config.d_model,
-                n_layer=config.n_layers,
-                n_head=config.n_heads,
-                resid_pdrop=0.0,
-                embd_pdrop=0.0,
-                attn_pdrop=0.0,
-                bos_token_id=tokenizer.eos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.eos_token_id,
-            )
+        eos = tokenizer.eos_token_id
+        return tiny_gpt2(
+            len(tokenizer),
+            config.seq_len,
+            config.d_model,
+            config.n_layers,
+            config.n_heads,
+            bos_id=eos,
+            eos_id=eos,
+            pad_id=eos,
         )
 
     def windows(step: int, generator: torch.Generator) -> torch.Tensor:

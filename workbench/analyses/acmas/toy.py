@@ -265,9 +265,8 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
     Raises:
         ToyNotLearnedError: ``max_steps`` was reached before the criterion held.
     """
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     from workbench.files import atomic_dir
+    from workbench.models.gpt2 import tiny_gpt2
     from workbench.train import TrainConfig, train
 
     tok = tokenizer()
@@ -277,20 +276,15 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
     losses: list[float] = []
 
     def build() -> torch.nn.Module:
-        return GPT2LMHeadModel(
-            GPT2Config(
-                vocab_size=len(WORDS),
-                n_positions=64,
-                n_embd=config.d_model,
-                n_layer=config.n_layers,
-                n_head=config.n_heads,
-                resid_pdrop=0.0,
-                embd_pdrop=0.0,
-                attn_pdrop=0.0,
-                bos_token_id=tok.bos_token_id,
-                eos_token_id=tok.eos_token_id,
-                pad_token_id=tok.pad_token_id,
-            )
+        return tiny_gpt2(
+            len(WORDS),
+            64,
+            config.d_model,
+            config.n_layers,
+            config.n_heads,
+            bos_id=tok.bos_token_id,
+            eos_id=tok.eos_token_id,
+            pad_id=tok.pad_token_id,
         )
 
     def loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -53,22 +53,21 @@ def tokenizer(spec: ToySpec) -> Any:
 
 def build_model(spec: ToySpec) -> torch.nn.Module:
     """The untrained toy: a GPT-2 with compositional initial embeddings (see :mod:`.toy`)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from workbench.models.gpt2 import tiny_gpt2
 
     vocab = spec.vocab
     ids = {token: i for i, token in enumerate(vocab)}
-    config = GPT2Config(
-        vocab_size=len(vocab),
-        n_positions=spec.max_length + 2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=ids[PAD],
-        eos_token_id=ids[PAD],
-        pad_token_id=ids[PAD],
-        **ARCH,
+    pad = ids[PAD]
+    model = tiny_gpt2(
+        len(vocab),
+        spec.max_length + 2,
+        ARCH["n_embd"],
+        ARCH["n_layer"],
+        ARCH["n_head"],
+        bos_id=pad,
+        eos_id=pad,
+        pad_id=pad,
     )
-    model = GPT2LMHeadModel(config)
     with torch.no_grad():
         table = model.transformer.wte.weight
         for token, parts in compositional_parts(spec).items():

@@ -48,25 +48,11 @@ class TransformerSpec:
 
 def build_transformer(spec: TransformerSpec) -> torch.nn.Module:
     """A random-init ``GPT2LMHeadModel`` of the given shape (call after seeding torch)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     from workbench.models import quiet_transformers
+    from workbench.models.gpt2 import tiny_gpt2
 
     quiet_transformers()
-    config = GPT2Config(
-        vocab_size=spec.vocab,
-        n_positions=spec.positions,
-        n_embd=spec.d_model,
-        n_layer=spec.n_layers,
-        n_head=1,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        tie_word_embeddings=spec.tied,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-    model = GPT2LMHeadModel(config)
+    model = tiny_gpt2(spec.vocab, spec.positions, spec.d_model, spec.n_layers, tied=spec.tied)
     if spec.frozen:
         model.transformer.wte.weight.requires_grad_(False)
     return model
