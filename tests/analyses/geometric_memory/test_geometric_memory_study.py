@@ -50,7 +50,7 @@ def star(tmp_path_factory):
     return config, gm.run(config, cache_dir=cache, progress=False), cache
 
 
-def _fixed_steps(run, steps, met, what, field):
+def _fixed_steps(run, steps, met, what, field, advice=""):
     """``collect._to_criterion`` without its criterion: the configured steps, converged or not."""
     return run(steps), steps
 
