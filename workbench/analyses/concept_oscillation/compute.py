@@ -72,7 +72,7 @@ def fit_logistic(
     """Logistic regression of ``y`` on one feature, by Newton's method; vectorized over fits.
 
     Minimizes ``sum_i w_i logloss(y_i, b0 + b1 x_i) + l2 * b1**2 / 2`` for each row of
-    ``weights`` (a bootstrap replicate is a row of resampling counts), in float64.
+    ``weights`` (e.g. case counts), in float64.
 
     Args:
         x: ``(n,)`` feature.
