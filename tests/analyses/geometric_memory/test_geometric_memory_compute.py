@@ -110,6 +110,29 @@ def test_recovery_ceiling_is_what_a_perfect_top5_memory_reaches():
     assert compute.recovery_ceiling(cycle.directed_edges("both")) == 1.0
 
 
+def test_first_steps_count_every_shortest_path_as_networkx_lists_them():
+    g = _graph(seed=3)
+    a = _adj(g)
+    np.fill_diagonal(a, 1)  # a self-edge is no step
+    rng = np.random.default_rng(0)
+    queries = [(int(s), int(t)) for s, t in rng.integers(0, 14, (60, 2)) if s != t]
+    steps = [int(rng.choice([*g.neighbors(s), s, 14])) for s, _ in queries]
+    correct, chance = gm.first_step_scores(a, queries, steps)
+    for (s, t), step, ok, level in zip(queries, steps, correct, chance, strict=True):
+        right = {p[1] for p in nx.all_shortest_paths(g, s, t)}
+        assert ok == (step in right)
+        assert level == pytest.approx(len(right) / g.degree(s))
+    assert 0 < sum(correct) < len(correct) and max(chance) > min(chance)
+    # a tree has one right step, chance 1 / degree; facts listed one way are the same graph
+    star = nx.star_graph(4)
+    one_way = np.triu(_adj(star))
+    assert gm.first_step_scores(one_way, [(1, 2), (0, 3)], [0, 3]) == ([True, True], [1.0, 0.25])
+    with pytest.raises(InputError, match="no first step"):
+        gm.first_step_scores(one_way, [(2, 2)], [0])
+    with pytest.raises(InputError, match="2 queries but 1"):
+        gm.first_step_scores(one_way, [(1, 2), (0, 3)], [0])
+
+
 def test_pca2_matches_sklearn_up_to_sign():
     from sklearn.decomposition import PCA
 

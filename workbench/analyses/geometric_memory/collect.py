@@ -250,38 +250,20 @@ def memorize_edges(
 def first_steps(
     model: torch.nn.Module, graph: GraphTask, paths: Sequence[Sequence[int]]
 ) -> PathAccuracy:
-    """Whether the model's first step after ``[PATH] target start`` is the path's, per query."""
-    device = next(model.parameters()).device
-    prompts, firsts = sequences.query_prompts(graph, paths)
-    pred = model(input_ids=prompts.to(device)).logits[:, -1].argmax(-1).cpu()
-    degrees = graph.degrees
-    return PathAccuracy(tuple((pred == firsts).tolist()), tuple(1.0 / degrees[p[0]] for p in paths))
+    """Whether the model's first step after ``[PATH] target start`` is a shortest-path step.
 
-
-@torch.no_grad()
-def shortest_first_steps(
-    model: torch.nn.Module, graph: GraphTask, paths: Sequence[Sequence[int]]
-) -> list[bool]:
-    """Whether the model's first step after ``[PATH] target start`` is *a* shortest-path step.
-
-    On a tree (the path-star) the path's step is the only one; on a grid several neighbours of
-    the start can be one hop nearer the target, and the query's path names one of them.
+    On a tree (the path-star) the query's own step is the only one; on a grid several neighbours
+    of the start can be one hop nearer the target, the query's path names one of them, and each
+    is right (:func:`compute.first_step_scores`, whose chance level counts them too).
     """
     device = next(model.parameters()).device
     prompts, _ = sequences.query_prompts(graph, paths)
     pred = model(input_ids=prompts.to(device)).logits[:, -1].argmax(-1).cpu().tolist()
     node_of = {tok: node for node, tok in enumerate(graph.tokens)}
-    dist = compute.shortest_paths(graph.adjacency)
-    out = []
-    for p, token in zip(paths, pred, strict=True):
-        step = node_of.get(token)
-        start, target = p[0], p[-1]
-        out.append(
-            step is not None
-            and graph.adjacency[start, step] > 0
-            and dist[step, target] == dist[start, target] - 1
-        )
-    return out
+    correct, chance = compute.first_step_scores(
+        graph.adjacency, [(p[0], p[-1]) for p in paths], [node_of.get(t, -1) for t in pred]
+    )
+    return PathAccuracy(tuple(correct), tuple(chance))
 
 
 def finetune_paths(
@@ -305,8 +287,8 @@ def finetune_paths(
     fine-tuning paths.
 
     Trains ``epochs`` full-batch steps, or twice that (up to :data:`CAP_FACTOR` times) until every
-    fine-tuning path's first step is one hop nearer its target (:func:`shortest_first_steps`: the
-    path's own step on a tree; any shortest-path step on a grid, whose paths break ties one way);
+    fine-tuning path's first step is one hop nearer its target (:func:`first_steps`: the path's
+    own step on a tree; any shortest-path step on a grid, whose paths break ties one way);
     with ``converge=False``, ``epochs`` steps whatever the result.
 
     Returns:
@@ -341,16 +323,16 @@ def finetune_paths(
             desc=desc,
         )
         model = result.model.eval()
-        return model, shortest_first_steps(model, graph, graph.train_paths)
+        return model, first_steps(model, graph, graph.train_paths)
 
-    def fitted(out: tuple[torch.nn.Module, list[bool]]) -> tuple[bool, str]:
-        ok = out[1]
+    def fitted(out: tuple[torch.nn.Module, PathAccuracy]) -> tuple[bool, str]:
+        ok = out[1].correct
         return not converge or all(ok), (
             f"{sum(ok)} of {len(ok)} fine-tuning paths fitted "
             "(criterion: every first step one hop nearer the target)"
         )
 
-    (model, _), steps = _to_criterion(
+    (model, train_acc), steps = _to_criterion(
         run,
         epochs,
         fitted,
@@ -360,7 +342,6 @@ def finetune_paths(
         # seeds 1 and 9; two blocks fitted every fold at 300
         advice=" or n_layers (one block did not fit every path of a 25-node grid)",
     )
-    train_acc = first_steps(model, graph, graph.train_paths)
     held = first_steps(model, graph, graph.test_paths)
     return replace(held, train_accuracy=train_acc.accuracy, steps=steps)
 
@@ -508,19 +489,18 @@ def train_incontext(
         logits = model(input_ids=ids.to(next(model.parameters()).device)).logits.cpu()
     rows = torch.arange(len(ids))
     pred = logits[rows, first - 1].argmax(-1)
-    correct = (pred == ids[rows, first]).tolist()
-    start_tokens = ids[rows, first - 1]
-    # chance: 1 / degree of the start; relabelling keeps degrees, so read it off the facts
-    facts = ids[:, : 3 * len(graph.directed_edges(directions))].reshape(len(ids), -1, 3)
-    chance = []
+    # score on each row's own relabelled graph, read off its facts: any neighbour of the start
+    # one hop nearer the target is right, as for the memorizing models (see first_steps)
+    n_facts = len(graph.directed_edges(directions))
+    facts = ids[:, : 3 * n_facts].reshape(len(ids), -1, 3)
+    correct, chance = [], []
     for r in range(len(ids)):
-        srcs = facts[r, :, 1]
-        dsts = facts[r, :, 2]
-        nb = set(dsts[srcs == start_tokens[r]].tolist()) | set(
-            srcs[dsts == start_tokens[r]].tolist()
-        )
-        nb.discard(int(start_tokens[r]))  # a self-edge is no step
-        chance.append(1.0 / max(1, len(nb)))
+        adjacency = np.zeros((graph.n_nodes, graph.n_nodes))
+        adjacency[facts[r, :, 1], facts[r, :, 2]] = 1
+        query = (int(ids[r, first[r] - 1]), int(ids[r, first[r] - 2]))  # (start, target)
+        ok, level = compute.first_step_scores(adjacency, [query], [int(pred[r])])
+        correct += ok
+        chance += level
     return PathAccuracy(tuple(bool(c) for c in correct), tuple(chance))
 
 

@@ -19,6 +19,9 @@ graph's canonical node order, and an undirected adjacency matrix.
   cosine distance and the graph's shortest-path distance.
 * :func:`edge_recovery`: the share of memorized directed edges ``u -> v`` whose ``v`` is among the
   model's top-k next-token predictions after ``u``.
+* :func:`first_step_scores`: whether each predicted first step of a path query is one hop nearer
+  its target (a step of *some* shortest path: on a grid several neighbours can be), and its
+  chance level, the share of the start's neighbours that are.
 
 The pairwise views the figures also draw (:func:`cosine_matrix`, :func:`pca2`,
 :func:`shortest_paths`) are :mod:`workbench.geometry.pairwise`'s, imported here: this module builds
@@ -41,6 +44,7 @@ __all__ = [  # cosine_matrix, pca2 and shortest_paths live in workbench.geometry
     "cosine_matrix",
     "distance_spearman",
     "edge_recovery",
+    "first_step_scores",
     "geometric_level",
     "laplacian_eigenmap",
     "laplacian_spectrum",
@@ -156,6 +160,43 @@ def edge_recovery(top: Any, edges: Sequence[tuple[int, int]]) -> float:
         raise InputError("edge recovery needs at least one edge")
     rows = [set(r.tolist()) for r in top]
     return float(np.mean([v in rows[u] for u, v in edges]))
+
+
+def first_step_scores(
+    adjacency: Any, queries: Sequence[tuple[int, int]], predicted: Sequence[int]
+) -> tuple[list[bool], list[float]]:
+    """Scores predicted first steps of path queries against every shortest path.
+
+    A step is right when it goes to a neighbour of the start that is one hop nearer the target.
+    On a tree that neighbour is unique (the query's own path); on a grid a query's listed path is
+    one of several, and any of its start's nearer neighbours is an equally right answer.
+
+    Args:
+        adjacency: ``(n, n)`` undirected adjacency (the diagonal, a self-edge, is no step).
+        queries: ``(start, target)`` per query, ``start != target``.
+        predicted: The predicted next node per query (any value outside ``0..n-1``, such as a
+            special token's id, is a wrong step).
+
+    Returns:
+        ``(correct, chance)``: one flag per query, and the chance that a uniformly random
+        neighbour of the start is right (nearer neighbours over all neighbours).
+    """
+    a = np.asarray(adjacency) != 0
+    a = a | a.T  # the graph is undirected, however its facts were listed
+    np.fill_diagonal(a, False)
+    if len(queries) != len(predicted):
+        raise InputError(f"{len(queries)} queries but {len(predicted)} predicted steps")
+    dist = shortest_paths(a.astype(float))
+    n = len(a)
+    correct, chance = [], []
+    for (start, target), step in zip(queries, predicted, strict=True):
+        neighbours = np.flatnonzero(a[start])
+        if start == target or not len(neighbours) or not np.isfinite(dist[start, target]):
+            raise InputError(f"no first step leads from node {start} towards node {target}")
+        nearer = set(neighbours[dist[neighbours, target] == dist[start, target] - 1].tolist())
+        correct.append(0 <= int(step) < n and int(step) in nearer)
+        chance.append(len(nearer) / len(neighbours))
+    return correct, chance
 
 
 def recovery_ceiling(edges: Sequence[tuple[int, int]], k: int = 5) -> float:

@@ -59,7 +59,7 @@ class GeometricMemoryConfig(StudyConfig):
         "path_epochs",
     )
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 4
+    CACHE_VERSION: ClassVar[int] = 5
 
     graph: str = "path_star"
     degree: int = 8

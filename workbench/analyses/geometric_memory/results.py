@@ -151,8 +151,10 @@ class PathAccuracy:
     """First-step accuracy of path queries.
 
     Attributes:
-        correct: One flag per query: the model's first step after the start is the path's.
-        chance: One chance level per query, ``1 / degree(start)``.
+        correct: One flag per query: the model's first step after the start is one hop nearer
+            the target (the path's own step on a tree; any shortest-path step on a grid).
+        chance: One chance level per query: the share of the start's neighbours one hop nearer
+            the target (``1 / degree(start)`` on a tree).
         train_accuracy: The same on the fine-tuning queries (how well they were fitted).
         steps: Fine-tuning steps trained (the most over folds), when fine-tuned.
     """
