@@ -12,7 +12,7 @@ import torch
 from scipy.stats import spearmanr
 
 from workbench.analyses import geometric_memory as gm
-from workbench.analyses.geometric_memory import compute, sequences
+from workbench.analyses.geometric_memory import compute, graphs, sequences
 from workbench.analyses.geometric_memory.models import TiedNode2Vec, neighbour_targets
 from workbench.errors import ConfigError, InputError
 
@@ -200,7 +200,28 @@ def test_irregular_graph_is_connected_with_a_quarter_more_edges_than_nodes():
     task = gm.build_graph("irregular", n_nodes=16, seed=3)
     g = nx.Graph(task.edges)
     assert nx.is_connected(g) and g.number_of_nodes() == 16 and len(task.edges) == 20
-    assert len(task.paths) == 16
+    assert sorted(task.targets) == list(range(16))
+
+
+def test_grid_queries_come_from_several_starts_and_folds_hold_out_whole_targets():
+    task = gm.build_graph("grid", n_nodes=25, path_length=3, seed=4)
+    g = nx.grid_2d_graph(5, 5)
+    g = nx.relabel_nodes(g, {(r, c): 5 * r + c for r, c in g.nodes})
+    for target in task.targets:
+        queries = [p for p in task.paths if p[-1] == target]
+        starts = [p[0] for p in queries]
+        at3 = [v for v, d in nx.single_source_shortest_path_length(g, target).items() if d == 3]
+        assert len(set(starts)) == len(starts) == min(graphs.STARTS_PER_TARGET, len(at3))
+        assert set(starts) <= set(at3)
+        for p in queries:  # a shortest path, edge by edge
+            assert len(p) == 4 and all(g.has_edge(u, v) for u, v in itertools.pairwise(p))
+    folds = task.folds()
+    assert len(task.paths) > 2 * len(task.targets) and len(folds) == -(-25 // task.n_heldout)
+    held_out = [p for _, held in folds for p in held]
+    assert sorted(held_out) == sorted(task.paths)  # every query held out once
+    for train, held in folds:
+        assert not {p[-1] for p in train} & {p[-1] for p in held}
+        assert len({p[-1] for p in held}) == task.n_heldout or held is folds[-1][1]
 
 
 def test_release_grid_is_a_4x4_grid_with_its_own_split():
@@ -246,7 +267,7 @@ def test_edge_file_errors_name_the_line(tmp_path):
 
 
 def test_bad_sizes_and_held_out_counts_are_one_line_config_errors():
-    with pytest.raises(ConfigError, match="n_heldout=4 held-out paths but the graph has 4 targets"):
+    with pytest.raises(ConfigError, match="n_heldout=4 held-out targets but the graph has 4 "):
         gm.build_graph("path_star", degree=4, path_length=2, n_heldout=4)
     with pytest.raises(ConfigError, match="no grid shape"):
         gm.build_graph("grid", n_nodes=17)

@@ -234,7 +234,7 @@ def test_results_check_their_shapes(star):
         ({"degree": 0}, "degree must be an integer of at least 1"),
         ({"path_length": 0}, "path_length must be an integer of at least 1"),
         ({"edges": "sideways"}, "edges='sideways' is not accepted"),
-        ({"n_heldout": 9, "degree": 4}, "n_heldout=9 held-out paths but the graph has 4 targets"),
+        ({"n_heldout": 9, "degree": 4}, "n_heldout=9 held-out targets but the graph has 4 targets"),
         ({"graph": "nope"}, "neither a family"),
         ({"umap": "yes"}, "umap must be True or False"),
     ],

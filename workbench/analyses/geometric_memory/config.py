@@ -39,7 +39,8 @@ class GeometricMemoryConfig(StudyConfig):
         tied: Tie the input and output embeddings.
         weight_decay: AdamW weight decay of edge memorization.
         lr: Peak learning rate of edge memorization (cosine decay to a tenth).
-        n_heldout: Held-out path queries per fold (default: a quarter of the targets).
+        n_heldout: Held-out targets per fold, each with all its queries (default: a quarter of
+            the targets).
         path_epochs: Full-batch steps of path fine-tuning (paths mixed with the edges); doubled,
             up to four times, until every fine-tuning path's first step is one hop nearer its
             target.
