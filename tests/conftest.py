@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -109,12 +110,15 @@ def _no_default_tiny_lm_training():
 
 @pytest.fixture(scope="session")
 def _tiny_lm_home_dir(tiny_lm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from workbench.models.tiny_lm import TinyLMConfig
+    from workbench.cache import RECIPE_FILE
+    from workbench.models import tiny_lm
 
     home = tmp_path_factory.mktemp("tiny-lm-home")
-    target = home / "tiny-lm" / TinyLMConfig().tag
-    target.parent.mkdir(parents=True)
-    target.symlink_to(tiny_lm_dir, target_is_directory=True)
+    target = home / "tiny-lm" / tiny_lm.default_path().name  # the name does not depend on home
+    target.mkdir(parents=True)
+    for child in tiny_lm_dir.iterdir():
+        (target / child.name).symlink_to(child, target_is_directory=child.is_dir())
+    (target / RECIPE_FILE).write_text(json.dumps(tiny_lm.recipe()))  # taken as the default's
     return home
 
 

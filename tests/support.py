@@ -3,7 +3,6 @@ papermill runs of a notebook."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -55,19 +54,18 @@ def ensure_default_tiny_lm() -> Path:
 
     The claims tests need it: their claims are the default's, which the session's small tiny-lm
     is too undertrained to show. Tests never train it in-process (``tests/conftest.py`` forbids
-    it), so it is trained as ``workbench train tiny-lm`` would be, in a child process, under a
-    file lock so that every test worker (and the background start of ``conftest.py``) trains it
-    once. About 4.5 CPU-minutes on an idle core.
+    it), so it is trained as ``workbench train tiny-lm`` would be, in a child process; the
+    cache's file lock (:func:`workbench.cache.trained`) makes every test worker (and the
+    background start of ``conftest.py``) share one training. About 4.5 CPU-minutes on an idle
+    core.
     """
+    from workbench.cache import RECIPE_FILE
     from workbench.models.tiny_lm import default_path
 
     path = default_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / ".train.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path / "training.json").is_file():
-            code = "from workbench.models.tiny_lm import ensure_tiny_lm; ensure_tiny_lm()"
-            subprocess.run([sys.executable, "-c", code], check=True)
+    if not (path / RECIPE_FILE).is_file():
+        code = "from workbench.models.tiny_lm import ensure_tiny_lm; ensure_tiny_lm()"
+        subprocess.run([sys.executable, "-c", code], check=True)
     return path
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -242,8 +243,12 @@ def test_train_tiny_lm_passes_its_options_to_the_trainer(tmp_path, monkeypatch, 
     assert calls == [(tiny_lm.TinyLMConfig(steps=7, seed=3), str(tmp_path))]
     assert capsys.readouterr().out.strip() == str(tmp_path)
     monkeypatch.setenv("WORKBENCH_HOME", str(tmp_path))
-    assert main(["train", "tiny-lm"]) == 0
-    assert calls[-1] == (tiny_lm.TinyLMConfig(), tiny_lm.default_path())
+    assert main(["train", "tiny-lm"]) == 0  # into the cache, through a temporary folder
+    assert calls[-1][0] == tiny_lm.TinyLMConfig()
+    assert Path(calls[-1][1]).parent == tiny_lm.default_path().parent
+    assert capsys.readouterr().out.strip() == str(tiny_lm.default_path())
+    assert json.loads((tiny_lm.default_path() / "recipe.json").read_text()) == tiny_lm.recipe()
+    assert main(["train", "tiny-lm"]) == 0 and len(calls) == 2  # cached: not trained again
     assert main(["train", "tiny-lm", "--steps", "0"]) == 2
     assert capsys.readouterr().err == "error: steps must be at least 1, got 0\n"
 

@@ -261,10 +261,11 @@ def _capture_plan(subject: Any, texts: Sequence[str], args: argparse.Namespace) 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """`workbench train tiny-lm`: train the embedded causal LM with checkpoints."""
-    from workbench.models.tiny_lm import TinyLMConfig, default_path, train_tiny_lm
+    from workbench.models.tiny_lm import TinyLMConfig, ensure_tiny_lm, train_tiny_lm
 
     config = TinyLMConfig(**({} if args.steps is None else {"steps": args.steps}), seed=args.seed)
-    out = train_tiny_lm(config, out=args.out or default_path(config))
+    # into --out, or into the cache (once: a cached model of the same recipe is reused)
+    out = train_tiny_lm(config, out=args.out) if args.out else ensure_tiny_lm(config)
     sys.stdout.write(f"{out}\n")
     return 0
 

@@ -19,8 +19,9 @@ from the centroid (frequency-distance correlation about +0.27), the opposite of 
 4x the tokens the sign turns negative (about -0.3) and IsoScore doubles, while anisotropy still
 rises sharply in the first 20 steps and falls after.
 
-The checkpoints live in ``$WORKBENCH_HOME/tiny-lm/<tag>/step-N`` (``WORKBENCH_HOME`` defaults to
-``~/.cache/workbench``) and are built on first use. A run writes into a temporary folder that is
+The checkpoints live in ``$WORKBENCH_HOME/tiny-lm/<tag>-<key>/step-N`` (``WORKBENCH_HOME``
+defaults to ``~/.cache/workbench``; ``key`` hashes the whole :func:`recipe`, corpus included) and
+are built on first use. A run writes into a temporary folder that is
 renamed into place only when complete, so an interrupted run leaves nothing behind.
 """
 
@@ -30,6 +31,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -124,18 +126,44 @@ def home() -> Path:
     return Path(os.environ.get("WORKBENCH_HOME", Path.home() / ".cache" / "workbench"))
 
 
+def recipe(config: TinyLMConfig | None = None) -> dict[str, Any]:
+    """Everything the trained model depends on: the config, the corpus, the cache generation.
+
+    The corpus is CPython's pydoc topics, which change between Python releases: its digest keeps
+    one Python's model from being served to another.
+    """
+    from workbench.cache import data_digest
+
+    return {
+        "config": asdict(config or TinyLMConfig()),
+        "data": data_digest(*corpus()),
+        "version": CACHE_VERSION,
+    }
+
+
 def default_path(config: TinyLMConfig | None = None) -> Path:
-    """Where the checkpoints of ``config`` are cached."""
-    return home() / "tiny-lm" / (config or TinyLMConfig()).tag
+    """Where the checkpoints of ``config`` are cached (``<tag>-<recipe key>``)."""
+    from workbench.cache import trained_folder
+
+    config = config or TinyLMConfig()
+    return trained_folder(home() / "tiny-lm", config.tag, recipe(config))
 
 
 def ensure_tiny_lm(config: TinyLMConfig | None = None) -> Path:
-    """Returns the cached checkpoint folder, training the model first if it is missing."""
-    path = default_path(config)
-    if not (path / "training.json").is_file():
-        log.info("training tiny-lm into %s (first use)", path)
-        train_tiny_lm(config, out=path)
-    return path
+    """Returns the cached checkpoint folder, training the model first if it is missing.
+
+    Through :func:`workbench.cache.trained`: keyed by :func:`recipe`, trained once under a file
+    lock when several processes ask at the same time.
+    """
+    from workbench.cache import trained
+
+    config = config or TinyLMConfig()
+    return trained(
+        home() / "tiny-lm",
+        config.tag,
+        recipe(config),
+        lambda out: train_tiny_lm(config, out=out),
+    )
 
 
 def train_tiny_lm(

@@ -98,7 +98,7 @@ def assert_top1_where_clear(top1: np.ndarray, ref, layers: slice = slice(None)) 
 
 def test_the_lens_readout_equals_workbench_lens(toy_study, tmp_path):
     result, cache = toy_study
-    (folder,) = list(Path(cache).glob("toy-*/toy-decoder"))
+    (folder,) = list(Path(cache).glob("toys/toy-decoder-*"))
     subject = load_model(folder, device="cpu")
     cases = co.cases_for(co.ConceptOscillationConfig(n_cases=12, device="cpu"))
     texts = [co.prompt(c, "both") for c in cases.conflicts]

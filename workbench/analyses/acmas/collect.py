@@ -33,6 +33,7 @@ import torch
 from workbench.analyses.acmas import toy
 from workbench.analyses.acmas.config import AcmasConfig
 from workbench.analyses.acmas.transcripts import Agent, Message, Transcript
+from workbench.cache import trained
 
 
 @dataclass(frozen=True)
@@ -81,17 +82,18 @@ def agent_model(config: AcmasConfig, toys: Path, progress: bool = True) -> str:
     if config.model != "toy":
         return config.model
     recipe = toy.ToyConfig(max_steps=config.toy_steps, seed=config.seed)
-    return str(ensure_toy(toys / f"toy-{recipe.key()}", recipe, progress))
+    return str(ensure_toy(toys, recipe, progress))
 
 
-def ensure_toy(folder: Path, config: toy.ToyConfig, progress: bool = True) -> Path:
-    """The trained agent LM under ``folder`` (``folder/model``; trained to criterion on first use).
+def ensure_toy(toys: Path, config: toy.ToyConfig, progress: bool = True) -> Path:
+    """The trained agent LM of ``config`` (its ``model`` folder), trained to criterion on first use.
 
-    ``folder`` should be keyed on the whole recipe (:meth:`toy.ToyConfig.key`), so a changed
-    recipe never reuses an older toy.
+    It lives in ``toys/toy-<config.key()>`` (:func:`workbench.cache.trained`: keyed on the whole
+    recipe, so a changed recipe never reuses an older toy; one process trains it at a time).
     """
-    if not (folder / "training.json").is_file():
-        toy.train_toy(config, folder, progress=progress)
+    folder = trained(
+        toys, "toy", config.recipe(), lambda out: toy.train_toy(config, out, progress=progress)
+    )
     return folder / "model"
 
 

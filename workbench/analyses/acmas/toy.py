@@ -27,7 +27,6 @@ is reached before the criterion holds, :class:`ToyNotLearnedError` says which ac
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -35,9 +34,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from workbench.cache import recipe_key
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.seeds import stream_seed
 
@@ -162,10 +163,13 @@ class ToyConfig:
         if not 0 < self.target_accuracy <= 1:
             raise ConfigError(f"toy target_accuracy={self.target_accuracy!r}; use (0, 1]")
 
+    def recipe(self) -> dict[str, Any]:
+        """The whole recipe: every field and :data:`RECIPE_VERSION` (the data is generated)."""
+        return {**asdict(self), "recipe": RECIPE_VERSION}
+
     def key(self) -> str:
-        """A short hash of the whole recipe (every field and :data:`RECIPE_VERSION`)."""
-        blob = json.dumps({**asdict(self), "recipe": RECIPE_VERSION}, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        """A short hash of :meth:`recipe` (:func:`workbench.cache.recipe_key`)."""
+        return recipe_key(self.recipe())
 
 
 def tokenizer():

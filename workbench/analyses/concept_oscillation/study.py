@@ -1,10 +1,10 @@
 """The concept-oscillation study end to end: ``run(config, cache_dir)`` and its metrics.
 
-Units are cached with :class:`workbench.cache.UnitCache`: the trained toy (its folder sits next
-to its record, keyed by the fields that change it: seed and steps) and the model's readouts of
-the case set (with the probe). A rerun with the same config trains and loads nothing; the follow
-curve, its bootstrap, the groups and the oscillation counts are recomputed from the readouts
-(milliseconds).
+The trained toy is a :func:`workbench.cache.trained` artifact in the cache's ``toys`` folder
+(keyed by its whole recipe, :func:`toy_recipe`: spec, steps, seed, device, version), and the
+model's readouts of the case set (with the probe) a :class:`workbench.cache.UnitCache` unit. A
+rerun with the same config trains and loads nothing; the follow curve, its bootstrap, the groups
+and the oscillation counts are recomputed from the readouts (milliseconds).
 
 Bad input fails before any model loads: the config (:class:`ConceptOscillationConfig`), the cases
 file (missing fields by line, too few cases) and, where the model's config and tokenizer can be
@@ -14,10 +14,12 @@ read on their own, a model without an unembedding and answers that tokenize to n
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,10 @@ from workbench.analyses.concept_oscillation.results import (
     Readout,
 )
 from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
-from workbench.arrays import finite_or_none
-from workbench.cache import UnitCache
+from workbench.arrays import finite_or_none, plain
+from workbench.cache import UnitCache, trained, trained_folder
 from workbench.claims import Claim, ClaimTable, evaluate
+from workbench.files import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -140,59 +143,64 @@ def precheck(config: ConceptOscillationConfig, cases: CaseSet) -> None:
         collect.usable_cases(tokenizer, cases, context)
 
 
-TOY_IGNORES = ("model", "cases", "n_cases", "lens", "n_bootstrap")
-"""Fields that do not change the trained toy (its cache key leaves them out)."""
+TOY_SUMMARY = "summary.json"
+"""The trained toy's training summary, beside its checkpoint."""
 READOUT_IGNORES = ("n_bootstrap",)
 """Fields that do not change the model's readouts (the bootstrap is recomputed from them)."""
 
 
 @contextlib.contextmanager
-def _scratch(cache_dir: str | os.PathLike[str] | None) -> Iterator[Path | None]:
-    """Without a cache, a temporary folder for the toy that lives as long as the run."""
+def _toys(cache_dir: str | os.PathLike[str] | None) -> Iterator[Path]:
+    """The folder of trained toys: the cache's ``toys``, else one as long-lived as the run."""
     if cache_dir is not None:
-        yield None
+        yield Path(cache_dir) / "toys"
         return
     with tempfile.TemporaryDirectory(prefix="toy-decoder-") as tmp:
         yield Path(tmp)
 
 
+def toy_recipe(config: ConceptOscillationConfig) -> dict[str, Any]:
+    """Everything the trained toy depends on (its cache key, :func:`workbench.cache.trained`).
+
+    The toy's data is generated from :data:`SPEC` and the seed; the study's cache version stands
+    for the training code.
+    """
+    return {
+        "spec": asdict(SPEC),
+        "steps": config.toy_steps,
+        "seed": config.seed,
+        "device": "cpu" if config.device == "auto" else config.device,
+        "version": config.CACHE_VERSION,
+    }
+
+
 def toy_model(
-    config: ConceptOscillationConfig,
-    cache: UnitCache,
-    scratch: Path | None = None,
-    progress: bool = True,
+    config: ConceptOscillationConfig, root: Path, progress: bool = True
 ) -> tuple[str, dict[str, Any]]:
-    """The trained toy's folder and training summary, trained once per seed and step count.
+    """The trained toy's folder and training summary, trained on first use.
 
     Args:
         config: The study's parameters (``seed``, ``toy_steps``, ``device``).
-        cache: The toy's cache (its folder holds the model next to the ``toy`` record).
-        scratch: Where to train without a cache.
+        root: The folder of trained toys (a cache's ``toys``, or a scratch folder).
         progress: Show the training's progress bar.
     """
     from workbench.analyses.concept_oscillation.train_toy import train_toy
 
-    base = cache.folder if cache.folder is not None else scratch
-    if base is None:
-        raise ValueError("toy_model needs a cache folder or a scratch folder")
-    folder = base / "toy-decoder"
-    record = cache.load("toy")
-    if record is not None and (folder / f"step-{record['steps']}" / "config.json").is_file():
-        cache.hits.append("toy")
-        return str(folder), record
-    base.mkdir(parents=True, exist_ok=True)
-    device = "cpu" if config.device == "auto" else config.device
-    _, summary = train_toy(
-        SPEC,
-        folder,
-        steps=config.toy_steps,
-        seed=config.seed,
-        device=device,
-        progress=progress,
-    )
-    cache.save("toy", summary)
-    cache.misses.append("toy")
-    return str(folder), summary
+    recipe = toy_recipe(config)
+
+    def build(out: Path) -> None:
+        _, summary = train_toy(
+            SPEC,
+            out,
+            steps=recipe["steps"],
+            seed=recipe["seed"],
+            device=recipe["device"],
+            progress=progress,
+        )
+        atomic_write_json(out / TOY_SUMMARY, plain(summary))
+
+    folder = trained(root, "toy-decoder", recipe, build)
+    return str(folder), json.loads((folder / TOY_SUMMARY).read_text())
 
 
 def readouts(config: ConceptOscillationConfig, model: str, cases: CaseSet) -> CaseRun:
@@ -229,20 +237,20 @@ def run(
     cases = cases_for(config)
     precheck(config, cases)
     cache = UnitCache(cache_dir, config.key(*READOUT_IGNORES))
-    toy_cache = UnitCache(cache_dir, "toy-" + config.key(*TOY_IGNORES))
     training: dict[str, Any] | None = None
 
     def measure() -> CaseRun:
         nonlocal training
         model = config.model
         if config.is_toy:
-            model, training = toy_model(config, toy_cache, scratch, progress)
+            model, training = toy_model(config, toys, progress)
         return readouts(config, model, cases)
 
-    with _scratch(cache_dir) as scratch:
+    with _toys(cache_dir) as toys:
         case_run = cache.get("readouts", measure, CaseRun.from_dict)
-    if config.is_toy and training is None:
-        training = toy_cache.load("toy")
+        if config.is_toy and training is None:  # readouts cached: the toy's record, if kept
+            summary = trained_folder(toys, "toy-decoder", toy_recipe(config)) / TOY_SUMMARY
+            training = json.loads(summary.read_text()) if summary.is_file() else None
     log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
     return compute.analyze(
         case_run,
