@@ -338,9 +338,9 @@ def finetune_paths(
         fitted,
         f"path fine-tuning ({desc})",
         "path_epochs",
-        # measured on the 25-node grid: one block left 2 of 24 paths unfitted at 1,200 steps on
-        # seeds 1 and 9; two blocks fitted every fold at 300
-        advice=" or n_layers (one block did not fit every path of a 25-node grid)",
+        # with one query per target, one block left 2 of 24 paths of a 25-node grid unfitted at
+        # 1,200 steps (seeds 1 and 9); since four starts per target, one block fits every fold
+        advice=" or n_layers (a deeper model fits more paths)",
     )
     held = first_steps(model, graph, graph.test_paths)
     return replace(held, train_accuracy=train_acc.accuracy, steps=steps)
