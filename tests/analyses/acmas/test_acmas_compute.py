@@ -110,6 +110,62 @@ def test_mahalanobis_prototype_is_the_whitened_distance_to_each_agents_centroid(
     assert got[1] > got[0]  # a small shift along a quiet direction outweighs a large noisy one
 
 
+def test_context_offsets_are_the_least_squares_additive_effects():
+    rng = np.random.default_rng(11)
+    agents = rng.integers(0, 4, 300)
+    contexts = rng.choice([0, 1, 2], 300, p=[0.1, 0.3, 0.6])  # unbalanced, as an async run
+    a_eff, c_eff = rng.normal(0, 3, (4, 5)), rng.normal(0, 2, (3, 5))
+    X = a_eff[agents] + c_eff[contexts] + rng.normal(0, 0.5, (300, 5))
+    got = acmas.detectors.context_offsets(X, agents, contexts)
+    design = np.concatenate([np.eye(4)[agents], np.eye(3)[contexts]], axis=1)
+    coef = np.linalg.lstsq(design, X, rcond=None)[0]  # rank-deficient: min-norm solution
+    fitted = design @ coef
+    ours = np.stack([got[c] for c in contexts])
+    means = np.stack([(X - ours)[agents == a].mean(0) for a in range(4)])
+    np.testing.assert_allclose(means[agents] + ours, fitted, atol=1e-8)
+    np.testing.assert_allclose(sum(got[c] * (contexts == c).sum() for c in got), 0, atol=1e-9)
+
+
+def test_context_offsets_keep_a_rare_context_out_of_the_benign_tail():
+    rng = np.random.default_rng(12)
+    n = 400
+    agents = rng.integers(0, 4, n)
+    contexts = (rng.random(n) < 0.06).astype(int)  # a rare turn shape moves every activation
+    shape = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0, 0.0]])
+    C = np.eye(4)[agents] * 3 + shape[contexts] + rng.normal(0, 1, (n, 4))
+    Xb = np.eye(4)[[0, 1, 2, 3]] * 3 + shape[1] + rng.normal(0, 1, (4, 4))  # benign, rare shape
+    Xc = np.eye(4)[[0, 1]] * 3 + [[0, 0, 0, 6.0]] * 2  # compromised: a shift nobody makes
+    X = np.concatenate([Xb, Xc])
+    ax, cx = np.array([0, 1, 2, 3, 0, 1]), np.array([1, 1, 1, 1, 0, 0])
+    plain = acmas.PrototypeDetector(metric="mahalanobis").fit(C, agents=agents)
+    shaped = acmas.PrototypeDetector(metric="mahalanobis").fit(C, agents=agents, contexts=contexts)
+    assert set(shaped.context_offsets_) == {0, 1}
+    np.testing.assert_allclose(
+        shaped.context_offsets_[1] - shaped.context_offsets_[0], shape[1], atol=0.4
+    )
+    flags = shaped.predict(X, agents=ax, contexts=cx)
+    assert flags.tolist() == [0, 0, 0, 0, 1, 1]
+    # without the context the rare shape's spread inflates the covariance along it: the benign
+    # rows of that shape score far above the shaped detector's
+    assert (
+        plain.decision_function(Xb, agents=ax[:4]).mean()
+        > 2 * shaped.decision_function(Xb, agents=ax[:4], contexts=cx[:4]).mean()
+    )
+    with pytest.raises(DetectorError, match="contexts has shape"):
+        shaped.decision_function(X, agents=ax, contexts=cx[:3])
+
+
+def test_peers_seen_counts_the_answers_in_a_turns_context():
+    from workbench.analyses.acmas import toy
+
+    for peers in ([], [(1, 7)], [(1, 7), (5, 2)]):
+        prompt = toy.turn_prompt(toy.role_prompt(3, "note brief"), peers, 4)
+        assert toy.peers_seen(prompt) == len(peers)
+        assert toy.peers_seen(f"{prompt} 0 ;") == len(peers)
+    with pytest.raises(ValueError, match="not a toy turn"):
+        toy.peers_seen("hello world")
+
+
 def test_mahalanobis_matches_ledoit_wolf_by_hand():
     rng = np.random.default_rng(4)
     C, X = rng.normal(0, 1, (80, 6)), rng.normal(0, 2, (10, 6))

@@ -57,6 +57,8 @@ def evaluate_schedule(
     *,
     agents: np.ndarray | None = None,
     calib_agents: np.ndarray | None = None,
+    contexts: np.ndarray | None = None,
+    calib_contexts: np.ndarray | None = None,
     seed: int = 0,
 ) -> ScheduleResult:
     """Scores every detector at every layer on the test half of the attacked tasks.
@@ -73,6 +75,10 @@ def evaluate_schedule(
         answers: ``(n_messages,)`` integer answers (-1 when unparsable) for the text baseline.
         agents: ``(n_messages,)`` sender of each message (per-agent prototypes), or ``None``.
         calib_agents: Sender of each calibration message (with ``agents``).
+        contexts: ``(n_messages,)`` context kind of each message (the prototype detectors add
+            a context offset to each agent's prototype; see
+            :class:`~workbench.analyses.acmas.detectors.PrototypeDetector`), or ``None``.
+        calib_contexts: Context kind of each calibration message (with ``contexts``).
         seed: Seeds the probe.
     """
     from workbench.probes import LinearProbe
@@ -88,7 +94,12 @@ def evaluate_schedule(
     preds = np.zeros(scores.shape, dtype=int)
     # the moving prototype follows the system's time: task by task, round by round
     time_groups = tasks[test] * 1000 + rounds[test]
-    kw = {"agents": None if agents is None else np.asarray(agents)[test]}
+    kw = {
+        "agents": None if agents is None else np.asarray(agents)[test],
+        "contexts": None if contexts is None else np.asarray(contexts)[test],
+    }
+    if contexts is None:
+        calib_contexts = None
     if sync:
         kw["groups"] = time_groups
     update = "moving" if sync else "fixed"
@@ -96,7 +107,7 @@ def evaluate_schedule(
         X = attacked[name]
         protos = {
             metric: PrototypeDetector(update=update, metric=metric).fit(
-                calib[name], agents=calib_agents
+                calib[name], agents=calib_agents, contexts=calib_contexts
             )
             for metric in ("mahalanobis", "cosine")
         }

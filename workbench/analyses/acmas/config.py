@@ -41,7 +41,7 @@ class AcmasConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_agents", "n_tasks", "n_calib", "turns", "toy_steps")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 10
+    CACHE_VERSION: ClassVar[int] = 11
 
     model: str = "toy"
     transcripts: str = "builtin"

@@ -56,6 +56,59 @@ def _benign(est: BaseEstimator, X: Any, y: Any, min_benign: int) -> np.ndarray:
     return X
 
 
+def _rows(values: Any, name: str, n: int, keep: Any = slice(None)) -> np.ndarray | None:
+    """``values`` as an array of ``n`` rows (then ``keep``-selected), or ``None``."""
+    if values is None:
+        return None
+    values = np.asarray(values)
+    if values.shape != (n,):
+        raise DetectorError(f"{name} has shape {values.shape}; expected ({n},)")
+    return values[keep]
+
+
+def context_offsets(
+    X: np.ndarray, agents: np.ndarray | None, contexts: np.ndarray, n_iter: int = 50
+) -> dict[Any, np.ndarray]:
+    """Additive context effects: ``X ~ agent mean + offset[context]`` by alternating means.
+
+    The offsets are centred (their row-weighted mean is zero), so without contexts the agents'
+    means are unchanged on a balanced design. With ``agents=None`` the agent effect is one mean.
+
+    Returns:
+        Context kind to its ``(d,)`` offset.
+    """
+    agents = np.zeros(len(X), dtype=int) if agents is None else np.asarray(agents)
+    contexts = np.asarray(contexts)
+    a_idx, a_inv = np.unique(agents, return_inverse=True)
+    c_idx, c_inv = np.unique(contexts, return_inverse=True)
+    a_n = np.bincount(a_inv, minlength=len(a_idx))[:, None]
+    c_n = np.bincount(c_inv, minlength=len(c_idx))[:, None]
+    offset = np.zeros((len(c_idx), X.shape[1]))
+    for _ in range(n_iter):
+        means = np.zeros((len(a_idx), X.shape[1]))
+        np.add.at(means, a_inv, X - offset[c_inv])
+        means /= a_n
+        new = np.zeros_like(offset)
+        np.add.at(new, c_inv, X - means[a_inv])
+        new /= c_n
+        new -= (new * c_n).sum(0) / len(X)
+        done = np.allclose(new, offset, rtol=0, atol=1e-12 * (1 + np.abs(X).max()))
+        offset = new
+        if done:
+            break
+    return {c: offset[i] for i, c in enumerate(c_idx.tolist())}
+
+
+def _shift(
+    X: np.ndarray, contexts: np.ndarray | None, offsets: dict[Any, np.ndarray]
+) -> np.ndarray:
+    """``X`` less each row's context offset (none for an unknown context or without offsets)."""
+    if contexts is None or not offsets:
+        return X
+    zero = np.zeros(X.shape[1])
+    return X - np.stack([offsets.get(c, zero) for c in contexts.tolist()])
+
+
 class _Thresholded(BaseEstimator):
     """An anomaly detector: ``decision_function`` scores, ``predict`` 0/1, ``score`` F1.
 
@@ -88,6 +141,15 @@ class PrototypeDetector(_Thresholded):
     has its own prototype, fitted on its own benign calibration messages (rows of an agent never
     seen in calibration use the pooled prototype): the agent's *own* hidden states are the
     reference, so what separates agents (role tokens, notes) does not count as an anomaly.
+
+    With ``contexts`` (each row's context kind, e.g. how many peers' messages the turn saw) the
+    reference of agent ``a`` in context ``c`` is ``a``'s prototype plus ``c``'s offset: an additive
+    model of the calibration activations (agent effect plus context effect, fitted by alternating
+    means, pooled over agents so that a context kind seen a few times per agent is still
+    estimated from every agent's rows). Activations pooled over a turn move with the turn's shape
+    (a turn without peers' answers is shorter, so its role prompt weighs more in the mean); one
+    Gaussian per agent puts such turns in its tail, and when they are rare (an asynchronous
+    task's first message) they outscore compromised messages. Unknown contexts get no offset.
 
     ``metric="cosine"`` is the paper's distance: one minus the cosine to the normalized centroid
     of the normalized activations. ``metric="mahalanobis"`` keeps the prototype (the agent's
@@ -140,13 +202,16 @@ class PrototypeDetector(_Thresholded):
         self.n_folds = n_folds
         self.random_state = random_state
 
-    def fit(self, X: Any, y: Any = None, agents: Any = None) -> PrototypeDetector:
+    def fit(
+        self, X: Any, y: Any = None, agents: Any = None, contexts: Any = None
+    ) -> PrototypeDetector:
         """Fits the prototype(s) and threshold on the benign rows (``y == 0``, or all).
 
         Args:
             X: ``(n, d)`` calibration activations.
             y: Optional labels; only rows with ``y == 0`` are used.
             agents: Optional ``(n,)`` agent of each row (per-agent prototypes).
+            contexts: Optional ``(n,)`` context kind of each row (additive context offsets).
         """
         if self.update not in ("fixed", "moving"):
             raise DetectorError(f"update={self.update!r}; use 'fixed' or 'moving'")
@@ -156,32 +221,36 @@ class PrototypeDetector(_Thresholded):
             raise DetectorError(f"quantile={self.quantile!r}; use a number in (0, 1]")
         Xb = _benign(self, X, y, self.min_benign)
         keep = slice(None) if y is None else np.asarray(y) == 0
-        ab = None
-        if agents is not None:
-            if np.asarray(agents).shape != (X.shape[0],):
-                raise DetectorError(
-                    f"agents has shape {np.asarray(agents).shape}; expected ({X.shape[0]},)"
-                )
-            ab = np.asarray(agents)[keep]
-        state = self._fit_state(Xb, ab)
-        distances = self._distances(self._transform(Xb, state), ab, None, state)
+        ab = _rows(agents, "agents", X.shape[0], keep)
+        cb = _rows(contexts, "contexts", X.shape[0], keep)
+
+        def part(v: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+            return None if v is None else v[rows]
+
+        state = self._fit_state(Xb, ab, cb)
+        distances = self._distances(self._transform(Xb, state, cb), ab, None, state)
         if self.n_folds >= 2 and len(Xb) >= 2 * self.n_folds:
             folds = np.random.default_rng(self.random_state).permutation(len(Xb)) % self.n_folds
             distances = np.empty(len(Xb))
             for f in range(self.n_folds):
                 out = folds == f
-                sub = self._fit_state(Xb[~out], None if ab is None else ab[~out])
+                sub = self._fit_state(Xb[~out], part(ab, ~out), part(cb, ~out))
                 distances[out] = self._distances(
-                    self._transform(Xb[out], sub), None if ab is None else ab[out], None, sub
+                    self._transform(Xb[out], sub, part(cb, out)), part(ab, out), None, sub
                 )
         self.prototype_, self.agent_prototypes_ = state["pooled"], state["agents"]
+        self.context_offsets_ = state["offsets"]
         self.counts_ = {a: int((ab == a).sum()) for a in self.agent_prototypes_} | {None: len(Xb)}
         self.whitener_, self.center_ = state["whitener"], state["center"]
         self.threshold_ = float(np.quantile(distances, self.quantile))
         return self
 
-    def _fit_state(self, X: np.ndarray, agents: np.ndarray | None) -> dict[str, Any]:
-        """Prototypes (in the metric's space) and, for ``mahalanobis``, the whitening map."""
+    def _fit_state(
+        self, X: np.ndarray, agents: np.ndarray | None, contexts: np.ndarray | None = None
+    ) -> dict[str, Any]:
+        """Prototypes (metric space), context offsets, the whitening map for ``mahalanobis``."""
+        offsets = {} if contexts is None else context_offsets(X, agents, contexts)
+        X = _shift(X, contexts, offsets)
         center, whitener = np.zeros(X.shape[1]), None
         if self.metric == "mahalanobis":
             from sklearn.covariance import LedoitWolf
@@ -194,8 +263,9 @@ class PrototypeDetector(_Thresholded):
             vals, vecs = np.linalg.eigh(cov)
             whitener = vecs / np.sqrt(np.maximum(vals, 1e-12 * vals.max()))
             center = X.mean(0)
-        state = {"center": center, "whitener": whitener}
+        state = {"center": center, "whitener": whitener, "offsets": {}}
         Z = self._transform(X, state)
+        state["offsets"] = offsets
         state["pooled"] = self._centroid(Z)
         state["agents"] = (
             {}
@@ -204,7 +274,10 @@ class PrototypeDetector(_Thresholded):
         )
         return state
 
-    def _transform(self, X: np.ndarray, state: dict[str, Any]) -> np.ndarray:
+    def _transform(
+        self, X: np.ndarray, state: dict[str, Any], contexts: np.ndarray | None = None
+    ) -> np.ndarray:
+        X = _shift(X, contexts, state["offsets"])
         if state["whitener"] is None:
             return _normalize(X)
         return (X - state["center"]) @ state["whitener"]
@@ -237,18 +310,22 @@ class PrototypeDetector(_Thresholded):
             "agents": self.agent_prototypes_,
             "whitener": self.whitener_,
             "center": self.center_,
+            "offsets": getattr(self, "context_offsets_", {}),
         }
 
-    def decision_function(self, X: Any, groups: Any = None, agents: Any = None) -> np.ndarray:
+    def decision_function(
+        self, X: Any, groups: Any = None, agents: Any = None, contexts: Any = None
+    ) -> np.ndarray:
         """Distances to the prototypes; moving ones with ``update="moving"`` and ``groups``.
 
         ``groups`` are the rounds, in time order (first seen, first scored): after a round is
         scored, each agent's prototype moves toward the mean of its unflagged messages of it.
+        ``contexts`` are the rows' context kinds (see the class docstring).
         """
         check_is_fitted(self, "prototype_")
         X = self._validate(X)
         state = self._state()
-        Z = self._transform(X, state)
+        Z = self._transform(X, state, _rows(contexts, "contexts", len(X)))
         agents = None if agents is None else np.asarray(agents)
         if self.update == "fixed" or groups is None:
             return self._distances(Z, agents, None, state)

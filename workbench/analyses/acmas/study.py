@@ -186,6 +186,8 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         C = {n: cal[pool][layers[n]] for n in names}
         arr = _arrays(attacked)
         calib_agents = _arrays(calib)["senders"]
+        contexts = np.array([toy.peers_seen(m.context_text) for m in attacked.messages])
+        calib_contexts = np.array([toy.peers_seen(m.context_text) for m in calib.messages])
     else:
         from workbench.analyses.acmas import transcripts
 
@@ -200,6 +202,7 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         benign_train = (arr["tasks"] < cut) & (arr["labels"] == 0)
         C = {n: A[n][benign_train] for n in names}
         calib_agents = arr["senders"][benign_train]
+        contexts = calib_contexts = None  # a transcript does not say what each turn saw
     return compute.evaluate_schedule(
         schedule,
         names,
@@ -211,6 +214,8 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         arr["answers"],
         agents=arr["senders"],
         calib_agents=calib_agents,
+        contexts=contexts,
+        calib_contexts=calib_contexts,
         seed=config.seed,
     )
 

@@ -106,6 +106,19 @@ def turn_prompt(prompt: str, peers: list[tuple[int, int]], a: int) -> str:
     return " ".join(p for p in ("<bos>", prompt, "ctx", ctx, f"Q {a} =") if p)
 
 
+def peers_seen(text: str) -> int:
+    """How many peers' answers a turn's prompt (or prompt and message) shows before its question.
+
+    Raises:
+        ValueError: ``text`` is not a turn of the toy (no ``ctx`` ... ``Q``).
+    """
+    words = text.split()
+    try:
+        return (words.index("Q") - words.index("ctx") - 1) // 3
+    except ValueError:
+        raise ValueError(f"not a toy turn (no 'ctx ... Q'): {text[:60]!r}") from None
+
+
 class ToyNotLearnedError(WorkbenchError):
     """The toy reached its step cap before the injected behaviour was learned."""
 
