@@ -256,6 +256,19 @@ def test_decision_layers_match_a_loop():
     assert compute.decision_layers(np.zeros((4, 2), int), [0, 1]).tolist() == [0, 4]
 
 
+def test_answer_rate_by_group_matches_a_loop():
+    rng = np.random.default_rng(3)
+    answer, expected = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
+    groups = rng.choice([0, 2, 5], 200)
+    rates = compute.answer_rate_by_group(answer, expected, groups)
+    assert list(rates) == [0, 2, 5]
+    for g, rate in rates.items():
+        pairs = [(a, e) for a, e, k in zip(answer, expected, groups, strict=True) if k == g]
+        assert rate == pytest.approx(sum(a == e for a, e in pairs) / len(pairs), abs=1e-12)
+    with pytest.raises(InputError, match="must be"):
+        compute.answer_rate_by_group(answer, expected[:-1], groups)
+
+
 def test_relation_features_are_the_lens_logit_difference_per_layer():
     diff = np.arange(6.0).reshape(2, 3)
     features = compute.relation_features(diff, [3, 5])

@@ -14,6 +14,7 @@ from support import run_notebook
 from workbench import load_model
 from workbench.analyses import concept_oscillation as co
 from workbench.analyses.concept_oscillation import collect, train_toy
+from workbench.analyses.concept_oscillation.toy import tier_of
 from workbench.errors import LensError
 from workbench.lens import TunedLens, logit_lens
 
@@ -47,6 +48,13 @@ def test_the_toy_study_runs_and_reports_every_metric(toy_study, toy_config):
     assert result.training["steps"] == 150 and result.training["final_loss"] < 2.5
     assert m["training_steps"] == 150 and m["oscillation_lens"] == "logit" and m["n_layers"] == 6
     assert 0 <= m["decided_at_first_layer"] <= 1 and 0 <= m["decision_layer_mean"] <= 5
+    # controls answered Y_b: per tier of channel B, and their case-weighted mean is the overall
+    controls = result.run.controls
+    by_tier, tiers = m["controls_answer_b_by_tier"], [tier_of(i)[1] for i in controls.ids]
+    assert len(by_tier) == 3 and all(0 <= by_tier[t] <= 1 for t in tiers)
+    weighted = sum(by_tier[t] for t in tiers) / len(tiers)
+    assert m["controls_answer_b"] == pytest.approx(weighted, abs=2e-4)
+    assert m["controls_answer_b"] == pytest.approx((controls.top1 == controls.y_b).mean(), abs=1e-4)
     # the probe reads the lens's logit(Y_a) - logit(Y_b): at the last layer that is the answer
     if result.probe is not None:
         assert result.probe.accuracy[-1] > 0.95
@@ -143,6 +151,7 @@ def test_a_random_init_causal_lm_runs_on_a_users_cases(tiny_dir, tmp_path):
     m = co.metrics(result)
     # the tiny tokenizer has no merges: "sun" and "sky" both start with "s"
     assert m["n_conflicts"] == 12 and m["n_controls"] == 13  # derived from all 13
+    assert m["controls_answer_b_by_tier"] is None  # tiers are the toy's
     assert any("same token" in note and "sun-sky" in note for note in result.notes)
     assert result.run.conflicts.lens_top1.shape == (3, 12)
     assert result.run.controls.ids[0].startswith("control-")

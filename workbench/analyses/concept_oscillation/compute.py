@@ -7,7 +7,9 @@
   percentile bootstrap interval, and the binned follow rates;
 * :func:`count_oscillations`: switches of the per-layer top-1 between ``Y_a`` and ``Y_b``, where a
   layer whose top-1 is neither does not reset the count;
-* :func:`oscillation_summary`, :func:`logit_diff_map`: the groups and the heatmap.
+* :func:`oscillation_summary`, :func:`logit_diff_map`: the groups and the heatmap;
+* :func:`answer_rate_by_group`: how often the answer is a given one, per group (the controls'
+  answer ``Y_b`` per tier of the toy's channel B: has the toy learned that channel?).
 
 The logistic fit is maximum likelihood with a weak ridge on the slope (``L2``): without it,
 perfectly separated outcomes (a sharp step in ``dH``) send the slope to infinity; with it the
@@ -232,6 +234,29 @@ def count_oscillations(top1: Any, y_a: Any, y_b: Any) -> np.ndarray:
         counts += (row != 0) & (last != 0) & (row != last)
         last = np.where(row != 0, row, last)
     return counts
+
+
+def answer_rate_by_group(answer: Any, expected: Any, groups: Any) -> dict[int, float]:
+    """Share of cases whose ``answer`` is ``expected``, per value of ``groups`` (sorted).
+
+    Args:
+        answer: ``(n,)`` the model's answer (token ids).
+        expected: ``(n,)`` the answer looked for (e.g. ``Y_b`` of each control).
+        groups: ``(n,)`` integer group of each case (e.g. the toy's tier of channel B).
+
+    Returns:
+        ``{group: share}`` over the groups present.
+    """
+    answer = np.asarray(answer, dtype=np.int64)
+    expected = np.asarray(expected, dtype=np.int64)
+    groups = np.asarray(groups, dtype=np.int64)
+    if not answer.shape == expected.shape == groups.shape or answer.ndim != 1:
+        raise InputError(
+            f"answer {answer.shape}, expected {expected.shape} and groups {groups.shape} must be "
+            "(n,) alike"
+        )
+    hit = answer == expected
+    return {int(g): float(hit[groups == g].mean()) for g in np.unique(groups)}
 
 
 def ratio_interval(

@@ -26,13 +26,13 @@ from typing import Any
 from workbench.analyses.base import save_study
 from workbench.analyses.concept_oscillation import collect, compute
 from workbench.analyses.concept_oscillation.cases import CaseSet
-from workbench.analyses.concept_oscillation.config import ConceptOscillationConfig
+from workbench.analyses.concept_oscillation.config import TOY, ConceptOscillationConfig
 from workbench.analyses.concept_oscillation.results import (
     CaseRun,
     ConceptOscillationResult,
     Readout,
 )
-from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
+from workbench.analyses.concept_oscillation.toy import ToySpec, tier_of, toy_cases
 from workbench.arrays import finite_or_none, plain
 from workbench.cache import UnitCache, trained, trained_folder
 from workbench.claims import Claim, ClaimTable, evaluate
@@ -70,6 +70,8 @@ METRIC_KEYS = (
     "training_seconds",
     "toy_excess_kl",
     "toy_bayes_agreement",
+    "controls_answer_b",
+    "controls_answer_b_by_tier",
 )
 
 CLAIMS = (
@@ -104,7 +106,10 @@ probe accuracy at every layer; then the ratio's bootstrap 95% interval, the lens
 were counted with, the depth, where the lens first shows the final answer for good (mean layer
 and the share of conflicts decided from the first layer), and the toy's training steps and
 seconds, and how far it is from the Bayes-optimal predictor on held-out prompts (excess KL in
-nats, share of prompts whose top colour is the Bayes one; ``None`` for other models)."""
+nats, share of prompts whose top colour is the Bayes one; ``None`` for other models); last, the
+share of controls the model answers with ``Y_b`` (the relevant source's answer), overall and, for
+the toy, per tier of channel B (a toy that has not learned the channel's longer chains answers
+them at chance between the chain's end and the decoy's)."""
 SPEC = ToySpec()
 """The toy task of the embedded default."""
 CONTROL_SHARE = 2
@@ -268,7 +273,7 @@ def _r4(value: float | None) -> float | None:
 def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
     follow, osc, probe = result.follow, result.oscillations, result.probe
-    conflicts = result.run.conflicts
+    conflicts, controls = result.run.conflicts, result.run.controls
     decided = compute.decision_layers(conflicts.lens_top1, conflicts.top1)
     training = result.training
     return {
@@ -308,7 +313,22 @@ def metrics(result: ConceptOscillationResult) -> dict[str, Any]:
         "training_seconds": None if training is None else training.get("seconds"),
         "toy_excess_kl": _r4(training.get("excess_kl")) if training else None,
         "toy_bayes_agreement": _r4(training.get("bayes_agreement")) if training else None,
+        "controls_answer_b": _r4((controls.top1 == controls.y_b).mean()) if controls.n else None,
+        "controls_answer_b_by_tier": _controls_by_tier(controls)
+        if result.run.model == TOY
+        else None,
     }
+
+
+def _controls_by_tier(controls: Readout) -> list[float] | None:
+    """Share of the toy's controls answered ``Y_b``, per tier of channel B (its hops minus one)."""
+    tiers = [tier_of(case_id) for case_id in controls.ids]
+    if not controls.n or any(t is None for t in tiers):
+        return None
+    rates = compute.answer_rate_by_group(
+        controls.top1, controls.y_b, [t[1] for t in tiers if t is not None]
+    )
+    return [_r4(rates.get(tier, float("nan"))) for tier in range(len(SPEC.eps_b))]
 
 
 def save(
