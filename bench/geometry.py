@@ -144,8 +144,8 @@ def bench_knn(name: str, x: np.ndarray) -> None:
             f"{t_peer:.2f}s",
             f"{ratio:.1f}x",
             f"max rel diff of distances {err:.1e}",
-            "keep ours unless peer/ours > 0.9 and exact",
-            ratio < 1 / 0.9 or err > 1e-9,
+            "keep ours unless peer/ours < 1.1 and exact",
+            ratio >= 1.1 or err > 1e-9,
         )
 
 

@@ -94,6 +94,34 @@ def test_nearest_distances_large_enough_to_use_the_bound_space():
     np.testing.assert_allclose(nearest_distances(x, 3)[idx], expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("width", [8, 32, None])
+def test_every_bound_space_certifies_only_exact_rows(width):
+    # Each stage of the cascade alone, on a 12-dimensional manifold: 8 principal coordinates
+    # bound the distances loosely (about a third of the rows' candidates miss a true neighbour,
+    # and the stage must refuse those rows), 32 and the full space tightly. The full space
+    # (None) is laid out by row and read transposed, the heads by column.
+    import torch
+
+    from workbench.geometry._neighbors import _filter_refine, _make_space
+
+    x = _manifold(1200, 96, 12, seed=7)
+    xt = torch.from_numpy(x - x.mean(axis=0))
+    x32 = xt.to(torch.float32)
+    sq = torch.einsum("nd,nd->n", xt, xt)
+    _, vecs = torch.linalg.eigh((x32.T @ x32).double())
+    y = x32 @ vecs.flip(1)[:, :64].to(torch.float32)
+    space = _make_space(x32 if width is None else y, sq, width)
+    rows = torch.arange(0, 1200, 3)
+    dist, ok = _filter_refine(xt, space, rows, 3, 8)
+    ok = ok.numpy()
+    expected = _brute(xt.numpy(), 3)[rows.numpy()] ** 2
+    np.testing.assert_allclose(dist.numpy()[ok], expected[ok], rtol=1e-12)
+    if width == 8:
+        assert 0 < ok.mean() < 0.5
+    else:
+        assert ok.mean() > 0.9
+
+
 def test_nearest_distances_with_many_exact_ties():
     # Binary vectors: many neighbours tie at the same distance, so certification fails and the
     # exhaustive float64 fallback must take over. The search centres the data first, so its

@@ -111,8 +111,7 @@ class _Space:
     """Points whose pairwise distances never exceed the true ones, laid out for the search."""
 
     z: torch.Tensor  # (n, w) float32
-    cols: torch.Tensor  # (w, n_pad) float32: z transposed, zero padding
-    col_sq: torch.Tensor  # (1, n_pad) float32 squared norms, +inf on the padding
+    cols: torch.Tensor  # (w + 1, n_pad) float32: z transposed, then the squared norms (+inf pad)
     sq: torch.Tensor  # (n,) float64 squared norms
     gamma: float  # rounding margin, relative to the squared norms
 
@@ -136,13 +135,24 @@ def _make_space(y: torch.Tensor, sq: torch.Tensor, p: int) -> _Space:
         z = torch.cat([y[:, :p], rho], dim=1)
     w = z.shape[1]
     n_pad = -(-n // _GROUP) * _GROUP
-    cols = torch.zeros(w, n_pad, dtype=torch.float32)
-    cols[:, :n] = z.T
-    col_sq = torch.full((1, n_pad), float("inf"), dtype=torch.float32)
-    col_sq[0, :n] = sq.to(torch.float32)
-    # float32 errors: the rotation (up to 2w terms), the dot product (w terms), a few roundings.
+    # One product gives the scores: [-2 z_i, 1] · [z_j; ‖z_j‖²] (an addmm adding ‖z_j‖² to the
+    # product in a second pass over the scores is about a fifth slower).
+    if p is None:
+        # The full space is searched for the few rows every bound space left: lay the points out
+        # by row (a plain copy) for the product to read transposed. A transposed copy of 20,000
+        # x 384 points took longer than that whole search.
+        points = torch.zeros(n_pad, w + 1, dtype=torch.float32)
+        points[:n, :w] = z
+        cols = points.T
+    else:
+        cols = torch.zeros(w + 1, n_pad, dtype=torch.float32)
+        cols[:w, :n] = z.T
+    cols[w, n:] = float("inf")
+    cols[w, :n] = sq.to(torch.float32)
+    # float32 errors: the rotation (up to 2w terms), the dot product (w + 1 terms), a few
+    # roundings.
     gamma = 2.0 * (3 * w + 8) * _EPS32
-    return _Space(z=z.contiguous(), cols=cols, col_sq=col_sq, sq=sq, gamma=gamma)
+    return _Space(z=z.contiguous(), cols=cols, sq=sq, gamma=gamma)
 
 
 def _filtered_distances(xc: np.ndarray, k: int, pool: _Pool) -> np.ndarray:
@@ -218,13 +228,28 @@ def _choose_start(
     pool: _Pool,
     heads: list[int],
 ) -> int | None:
-    """Picks the first bound-space width by running each cascade on a sample of rows."""
+    """Picks the first bound-space width from the cost of each cascade on a sample of rows.
+
+    Whether a row is certified at a width does not depend on the widths tried before it, so each
+    width is run once on the sample and every candidate start's cascade is costed from those
+    outcomes (rows left after the last head are costed as a full-space pass).
+    """
     n, d = xt.shape
     gen = torch.Generator().manual_seed(1)
     sample = torch.randperm(n, generator=gen)[:_SAMPLE_ROWS]
-    costs: dict[int | None, float] = {
-        p: _cascade(xt, space, sample, k, m, _widths(p, heads), pool)[1] for p in heads[:4]
-    }
+    certified = {}
+    for p in heads:
+        sp = space(p)
+        parts = pool.map_rows(lambda r, sp=sp: _filter_refine(xt, sp, r, k, m), sample)
+        certified[p] = torch.cat([part[1] for part in parts])
+    costs: dict[int | None, float] = {}
+    for start in heads[:4]:
+        todo = torch.ones(sample.numel(), dtype=torch.bool)
+        cost = 0.0
+        for p in heads[heads.index(start) :]:
+            cost += int(todo.sum()) * n * (p + 1 + _SELECT_COST)
+            todo &= ~certified[p]
+        costs[start] = cost + int(todo.sum()) * n * (d + _SELECT_COST)
     costs[None] = _SAMPLE_ROWS * n * (d + _SELECT_COST)
     return min(costs, key=costs.__getitem__)
 
@@ -243,6 +268,7 @@ def _filter_refine(
     entries = _BUFFER_ENTRIES if sp.width > 40 else _BUFFER_ENTRIES // 2
     block = max(8, min(512, entries // n_pad))
     buf = torch.empty(min(block, rows.numel()), n_pad, dtype=torch.float32)
+    query = torch.ones(buf.shape[0], sp.width + 1, dtype=torch.float32)
     sq_max = sp.sq.max()
     dists = torch.empty(rows.numel(), k, dtype=torch.float64)
     ok = torch.empty(rows.numel(), dtype=torch.bool)
@@ -250,8 +276,9 @@ def _filter_refine(
         idx = rows[start : start + block]
         scores = buf[: idx.numel()]
         # ‖z_j‖² - 2 z_i·z_j: the row's own ‖z_i‖² does not change the order, so add it afterwards.
-        q = sp.z.index_select(0, idx)
-        torch.addmm(sp.col_sq.expand(idx.numel(), -1), q, sp.cols, beta=1.0, alpha=-2.0, out=scores)
+        q = query[: idx.numel()]
+        q[:, :-1] = sp.z.index_select(0, idx).mul_(-2.0)
+        torch.mm(q, sp.cols, out=scores)
         vals, cand = _smallest(scores, m + 1)
         q_sq = sp.sq.index_select(0, idx)
         safe = vals.double().amax(dim=1) + q_sq - sp.gamma * (q_sq + sq_max)
@@ -284,10 +311,9 @@ def _smallest(scores: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]
 def _true_sq_distances(xt: torch.Tensor, idx: torch.Tensor, cand: torch.Tensor) -> torch.Tensor:
     """Float64 squared distances from rows ``idx`` to their candidates, by direct differences."""
     b, c = cand.shape
-    diff = xt.index_select(0, cand.reshape(-1)).view(b, c, -1) - xt.index_select(0, idx).unsqueeze(
-        1
-    )
-    true = torch.einsum("bcd,bcd->bc", diff, diff)
+    diff = xt.index_select(0, cand.reshape(-1)).view(b, c, -1)
+    diff.sub_(xt.index_select(0, idx).unsqueeze(1))
+    true = diff.square_().sum(dim=2)
     # A row is never its own neighbour (duplicates of it still are, at distance zero).
     return true.masked_fill_(cand == idx.unsqueeze(1), float("inf"))
 
