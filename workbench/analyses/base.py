@@ -27,14 +27,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
+from workbench.cache import recipe_key
 from workbench.claims import Claim, evaluate
 from workbench.errors import ConfigError, check_figure_kind
 from workbench.records import save_results
@@ -79,8 +78,7 @@ class StudyConfig:
         ignored = set(self.CACHE_IGNORES) | set(extra_ignored)
         fields = {k: v for k, v in self.to_params().items() if k not in ignored}
         fields["cache_version"] = self.CACHE_VERSION
-        blob = json.dumps(fields, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return recipe_key(fields)
 
     def validate(self) -> None:
         """Checks ``Literal`` fields and :attr:`POSITIVE` integers.

@@ -4,14 +4,13 @@ Order of work (bad input fails before anything trains): the scaling CSV is read 
 the model is loaded and its sites checked; then the model part, the toys and the fit. Units are
 cached with :class:`workbench.cache.UnitCache`: the model's geometry, lens losses and layer
 skipping (one record each, keyed by the model's fields), each teacher and each trained student
-(keyed by the resolved toy preset and the seed, so a new model reuses the toys), and the scaling
+(keyed by :func:`workbench.cache.recipe_key` of the resolved toy preset, the seed and
+:data:`VERSION`, so a new model reuses the toys), and the scaling
 fit (keyed by the CSV's hash). A rerun with the same config loads and trains nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
@@ -37,7 +36,7 @@ from workbench.analyses.depth_ensemble.scaling import ScalingFit, fit_scaling_la
 from workbench.analyses.depth_ensemble.summary import METRIC_KEYS as METRIC_KEYS  # re-export
 from workbench.analyses.depth_ensemble.summary import metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyResult, ToyStudent, ToyTeacher
-from workbench.cache import UnitCache
+from workbench.cache import UnitCache, recipe_key
 from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.models.lazy import LazySubject
 from workbench.seeds import stream_seed
@@ -82,11 +81,6 @@ VERSION = 3
 teacher inputs and the students draw from named random streams, :mod:`workbench.seeds`)."""
 GEOMETRY_INPUTS = 1024
 """Held-out inputs the toys' layer geometry is measured on."""
-
-
-def _key(payload: dict[str, Any]) -> str:
-    blob = json.dumps({**payload, "version": VERSION}, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def model_part(
@@ -154,7 +148,8 @@ def toy_part(
 ) -> ToyResult:
     """Teachers and students (each cached), then the depth fits (recomputed: cheap)."""
     preset = config.toy
-    cache = UnitCache(cache_dir, "toys-" + _key({"preset": preset.to_dict(), "seed": config.seed}))
+    recipe = {"preset": preset.to_dict(), "seed": config.seed, "version": VERSION}
+    cache = UnitCache(cache_dir, "toys-" + recipe_key(recipe))
     device = "cpu" if config.device == "auto" else config.device
     if config.device == "auto":
         from workbench.models.loading import resolve_device
