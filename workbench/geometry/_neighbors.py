@@ -157,7 +157,10 @@ def _make_space(y: torch.Tensor, sq: torch.Tensor, p: int) -> _Space:
 
 def _filtered_distances(xc: np.ndarray, k: int, pool: _Pool) -> np.ndarray:
     n, d = xc.shape
-    m = min(n - 1, k + 5)  # candidates kept per row, besides the row itself
+    # candidates kept per row, besides the row itself: with 10 rather than 8 for k = 2, 92% of the
+    # curved bench manifold's rows are certified at the first width, not 82%, and half as many
+    # are scored again in a wider space (4-5% faster there, the same on the smooth one)
+    m = min(n - 1, k + 7)
     xt = torch.from_numpy(xc)
     x32 = xt.to(torch.float32)
     sq = torch.einsum("nd,nd->n", xt, xt)
