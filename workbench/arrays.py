@@ -78,3 +78,11 @@ def finite_list(values: Any, digits: int | None = None) -> list[float | None]:
 def float_or_none(value: Any) -> float | None:
     """``float(value)``, passing ``None`` through (NaN stays NaN: a field value, not JSON)."""
     return None if value is None else float(value)
+
+
+def float_or_nan(value: Any) -> float:
+    """``float(value)``, reading ``None`` as NaN (the inverse of :func:`finite_or_none`).
+
+    For a number read back from JSON, where NaN was written as ``null``.
+    """
+    return math.nan if value is None else float(value)

@@ -1,6 +1,6 @@
 """Per-layer geometry of a residual stream, the record both the model and the toys measure.
 
-:class:`LayerGeometry` and the array helpers sit in their own module, below both
+:class:`LayerGeometry` sits in its own module, below both
 :mod:`.results` (the model's and the whole study's results) and :mod:`.toy_results` (the toys'),
 which used to import each other.
 """
@@ -12,38 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from workbench.arrays import plain
+from workbench.arrays import frozen, plain
 from workbench.errors import InputError
-
-
-def floats(values: Any) -> np.ndarray:
-    """A read-only float64 array from numbers, where ``None`` reads as ``NaN``."""
-    if isinstance(values, np.ndarray):
-        array = np.array(values, dtype=np.float64)
-    else:
-        array = np.array(
-            [np.nan if v is None else v for v in np.asarray(values, dtype=object).ravel()],
-            dtype=np.float64,
-        ).reshape(np.shape(values))
-    array.flags.writeable = False
-    return array
-
-
-def ints(values: Any) -> np.ndarray:
-    """A read-only int64 array."""
-    array = np.array(values, dtype=np.int64)
-    array.flags.writeable = False
-    return array
 
 
 def _check(owner: str, name: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
     if array.shape != shape:
         raise InputError(f"{owner}.{name} has shape {array.shape}, expected {shape}")
-
-
-def nan_to_none(x: float) -> float | None:
-    """``None`` for a non-finite number (JSON has no NaN)."""
-    return float(x) if x is not None and np.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -81,7 +56,7 @@ class LayerGeometry:
 
     def __post_init__(self) -> None:
         for name in self.ARRAYS:
-            object.__setattr__(self, name, floats(getattr(self, name)))
+            object.__setattr__(self, name, frozen(getattr(self, name)))
         n = len(self.step_angle)
         shapes = {
             "increment_angle": max(n - 1, 0),
@@ -110,4 +85,4 @@ class LayerGeometry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LayerGeometry:
         """Inverse of :meth:`to_dict`."""
-        return cls(**{k: floats(data[k]) for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))
+        return cls(**{k: frozen(data[k]) for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))

@@ -13,14 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.analyses.base import draw_figure
-from workbench.analyses.depth_ensemble.layers import (
-    LayerGeometry,
-    _check,
-    floats,
-    ints,
-    nan_to_none,
-)
-from workbench.arrays import plain
+from workbench.analyses.depth_ensemble.layers import LayerGeometry, _check
+from workbench.arrays import finite_or_none, float_or_nan, frozen, plain
 from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 
@@ -56,11 +50,11 @@ class LensLoss:
     early_exit_fraction_tuned: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "logit", floats(self.logit))
-        object.__setattr__(self, "exit_counts", ints(self.exit_counts))
+        object.__setattr__(self, "logit", frozen(self.logit))
+        object.__setattr__(self, "exit_counts", frozen(self.exit_counts, np.int64))
         n = len(self.logit)
         if self.tuned is not None:
-            object.__setattr__(self, "tuned", floats(self.tuned))
+            object.__setattr__(self, "tuned", frozen(self.tuned))
             _check("LensLoss", "tuned", self.tuned, (n,))
         _check("LensLoss", "exit_counts", self.exit_counts, (n + 1,))
 
@@ -69,12 +63,12 @@ class LensLoss:
         return {
             "logit": plain(self.logit),
             "tuned": None if self.tuned is None else plain(self.tuned),
-            "final_loss": nan_to_none(self.final_loss),
+            "final_loss": finite_or_none(self.final_loss),
             "exit_counts": self.exit_counts.tolist(),
-            "early_exit_fraction": nan_to_none(self.early_exit_fraction),
+            "early_exit_fraction": finite_or_none(self.early_exit_fraction),
             "early_exit_fraction_tuned": None
             if self.early_exit_fraction_tuned is None
-            else nan_to_none(self.early_exit_fraction_tuned),
+            else finite_or_none(self.early_exit_fraction_tuned),
         }
 
     @classmethod
@@ -82,11 +76,11 @@ class LensLoss:
         """Inverse of :meth:`to_dict`."""
         tuned_exit = data["early_exit_fraction_tuned"]
         return cls(
-            logit=floats(data["logit"]),
-            tuned=None if data["tuned"] is None else floats(data["tuned"]),
-            final_loss=float(floats([data["final_loss"]])[0]),
-            exit_counts=ints(data["exit_counts"]),
-            early_exit_fraction=float(floats([data["early_exit_fraction"]])[0]),
+            logit=frozen(data["logit"]),
+            tuned=None if data["tuned"] is None else frozen(data["tuned"]),
+            final_loss=float_or_nan(data["final_loss"]),
+            exit_counts=frozen(data["exit_counts"], np.int64),
+            early_exit_fraction=float_or_nan(data["early_exit_fraction"]),
             early_exit_fraction_tuned=None if tuned_exit is None else float(tuned_exit),
         )
 
@@ -118,15 +112,17 @@ class LayerSkip:
     shuffle_deltas: np.ndarray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "single", floats(self.single))
-        object.__setattr__(self, "block_deltas", floats(self.block_deltas))
-        object.__setattr__(self, "shuffle_deltas", floats(self.shuffle_deltas))
+        object.__setattr__(self, "single", frozen(self.single))
+        object.__setattr__(self, "block_deltas", frozen(self.block_deltas))
+        object.__setattr__(self, "shuffle_deltas", frozen(self.shuffle_deltas))
         for name in ("block_sizes", "block_starts"):
-            object.__setattr__(self, name, ints(getattr(self, name)))
+            object.__setattr__(self, name, frozen(getattr(self, name), np.int64))
         object.__setattr__(self, "middle", tuple(int(m) for m in self.middle))
         n_middle = max(self.middle[1] - self.middle[0] + 1, 0)
         orders = np.asarray(self.shuffle_orders, dtype=np.int64)
-        orders = ints(orders.reshape(-1, n_middle) if orders.size else np.zeros((0, n_middle)))
+        orders = frozen(
+            orders.reshape(-1, n_middle) if orders.size else np.zeros((0, n_middle)), np.int64
+        )
         object.__setattr__(self, "shuffle_orders", orders)
         b = len(self.block_deltas)
         _check("LayerSkip", "block_sizes", self.block_sizes, (b,))
@@ -145,13 +141,13 @@ class LayerSkip:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "baseline": nan_to_none(self.baseline),
+            "baseline": finite_or_none(self.baseline),
             "single": plain(self.single),
             "block_sizes": self.block_sizes.tolist(),
             "block_starts": self.block_starts.tolist(),
             "block_deltas": plain(self.block_deltas),
             "middle": list(self.middle),
-            "reverse": nan_to_none(self.reverse),
+            "reverse": finite_or_none(self.reverse),
             "shuffle_orders": self.shuffle_orders.tolist(),
             "shuffle_deltas": plain(self.shuffle_deltas),
         }
@@ -160,15 +156,15 @@ class LayerSkip:
     def from_dict(cls, data: dict[str, Any]) -> LayerSkip:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            baseline=float(floats([data["baseline"]])[0]),
-            single=floats(data["single"]),
-            block_sizes=ints(data["block_sizes"]),
-            block_starts=ints(data["block_starts"]),
-            block_deltas=floats(data["block_deltas"]),
+            baseline=float_or_nan(data["baseline"]),
+            single=frozen(data["single"]),
+            block_sizes=frozen(data["block_sizes"], np.int64),
+            block_starts=frozen(data["block_starts"], np.int64),
+            block_deltas=frozen(data["block_deltas"]),
             middle=tuple(data["middle"]),
-            reverse=float(floats([data["reverse"]])[0]),
+            reverse=float_or_nan(data["reverse"]),
             shuffle_orders=np.asarray(data["shuffle_orders"], dtype=np.int64),
-            shuffle_deltas=floats(data["shuffle_deltas"]),
+            shuffle_deltas=frozen(data["shuffle_deltas"]),
         )
 
 

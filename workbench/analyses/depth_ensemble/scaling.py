@@ -25,6 +25,7 @@ import numpy as np
 
 from workbench.analyses.depth_ensemble.config import BUILTIN_CSV
 from workbench.analyses.depth_ensemble.fitting import fit_log_power_law
+from workbench.arrays import finite_list, finite_or_none
 from workbench.errors import InputError
 from workbench.stats import bootstrap
 
@@ -144,14 +145,6 @@ def read_runs(spec: str, *, depth_offset: int = 2) -> ScalingRuns:
     )
 
 
-def _floats(a: np.ndarray) -> list[float | None]:
-    return [None if not np.isfinite(v) else float(v) for v in np.asarray(a, dtype=np.float64)]
-
-
-def _array(values: Any) -> np.ndarray:
-    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-
-
 @dataclass(frozen=True)
 class ScalingFit:
     """The fitted scaling law and the runs behind it.
@@ -233,19 +226,22 @@ class ScalingFit:
             "depth_offset": self.depth_offset,
         }
         for name in ("values", "se", "bootstrap_se", "bootstrap_low", "bootstrap_high"):
-            out[name] = dict(zip(PARAMS, _floats(getattr(self, name)), strict=True))
+            out[name] = dict(zip(PARAMS, finite_list(getattr(self, name)), strict=True))
         for name in ("width", "depth", "tokens", "loss", "residuals"):
-            out[name] = _floats(getattr(self, name))
+            out[name] = finite_list(getattr(self, name))
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScalingFit:
         """Inverse of :meth:`to_dict`."""
         per_param = {
-            k: _array([data[k][p] for p in PARAMS])
+            k: np.array([data[k][p] for p in PARAMS], dtype=np.float64)
             for k in ("values", "se", "bootstrap_se", "bootstrap_low", "bootstrap_high")
         }
-        per_run = {k: _array(data[k]) for k in ("width", "depth", "tokens", "loss", "residuals")}
+        per_run = {
+            k: np.array(data[k], dtype=np.float64)
+            for k in ("width", "depth", "tokens", "loss", "residuals")
+        }
         return cls(
             source=data["source"],
             n_bootstrap=int(data["n_bootstrap"]),
@@ -260,9 +256,9 @@ class ScalingFit:
         """``{param: {value, se, bootstrap_se}}`` for ``results.json``."""
         return {
             name: {
-                "value": _floats(self.values[[i]])[0],
-                "se": _floats(self.se[[i]])[0],
-                "bootstrap_se": _floats(self.bootstrap_se[[i]])[0],
+                "value": finite_or_none(self.values[i]),
+                "se": finite_or_none(self.se[i]),
+                "bootstrap_se": finite_or_none(self.bootstrap_se[i]),
             }
             for i, name in enumerate(PARAMS)
         }

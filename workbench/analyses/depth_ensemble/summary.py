@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from workbench.analyses.depth_ensemble.results import DepthEnsembleResult, nan_to_none
+from workbench.analyses.depth_ensemble.results import DepthEnsembleResult
+from workbench.arrays import finite_list, finite_or_none
 
 METRIC_KEYS = (
     "step_angle_deg",
@@ -48,10 +47,6 @@ METRIC_KEYS = (
 then extras."""
 
 
-def _lists(values: Any) -> list[float | None]:
-    return [nan_to_none(float(v)) for v in np.asarray(values, dtype=np.float64)]
-
-
 def metrics(result: DepthEnsembleResult) -> dict[str, Any]:
     """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
     model, toy, scaling = result.model, result.toys, result.scaling
@@ -61,48 +56,48 @@ def metrics(result: DepthEnsembleResult) -> dict[str, Any]:
 
     def alpha(kind: str, attr: str = "a") -> float | None:
         fit = toy.fit(kind)
-        return None if fit is None else nan_to_none(getattr(fit, attr))
+        return None if fit is None else finite_or_none(getattr(fit, attr))
 
     def teacher_angle(kind: str) -> float | None:
         teacher = toy.teacher(kind)
-        return None if teacher is None else nan_to_none(teacher.geometry.mean_increment_angle())
+        return None if teacher is None else finite_or_none(teacher.geometry.mean_increment_angle())
 
     blocks = {}
     if skip is not None:
         for size, start, delta in zip(
             skip.block_sizes, skip.block_starts, skip.block_deltas, strict=True
         ):
-            blocks[f"{start}-{start + size - 1}"] = nan_to_none(delta)
+            blocks[f"{start}-{start + size - 1}"] = finite_or_none(delta)
     return {
-        "step_angle_deg": _lists(geometry.step_angle) if geometry else None,
-        "increment_angle_deg": _lists(geometry.increment_angle) if geometry else None,
-        "layer_skip_delta_loss": _lists(skip.single) if skip else None,
-        "early_exit_fraction": nan_to_none(lens.early_exit_fraction) if lens else None,
+        "step_angle_deg": finite_list(geometry.step_angle) if geometry else None,
+        "increment_angle_deg": finite_list(geometry.increment_angle) if geometry else None,
+        "layer_skip_delta_loss": finite_list(skip.single) if skip else None,
+        "early_exit_fraction": finite_or_none(lens.early_exit_fraction) if lens else None,
         "alpha_independent": alpha("independent"),
         "alpha_tied": alpha("tied"),
         "increment_angle_independent_deg": teacher_angle("independent"),
         "increment_angle_tied_deg": teacher_angle("tied"),
         "chinchilla_alpha_depth": scaling.value("a_l") if scaling else None,
         "chinchilla_alpha_depth_se": scaling.error("a_l") if scaling else None,
-        "angle_to_final_deg": _lists(geometry.angle_to_final) if geometry else None,
-        "update_norm": _lists(geometry.update_norm) if geometry else None,
-        "logit_lens_loss": _lists(lens.logit) if lens else None,
-        "tuned_lens_loss": _lists(lens.tuned) if lens and lens.tuned is not None else None,
-        "model_loss": nan_to_none(skip.baseline) if skip else None,
+        "angle_to_final_deg": finite_list(geometry.angle_to_final) if geometry else None,
+        "update_norm": finite_list(geometry.update_norm) if geometry else None,
+        "logit_lens_loss": finite_list(lens.logit) if lens else None,
+        "tuned_lens_loss": finite_list(lens.tuned) if lens and lens.tuned is not None else None,
+        "model_loss": finite_or_none(skip.baseline) if skip else None,
         "early_exit_fraction_tuned": lens.early_exit_fraction_tuned if lens else None,
         "block_skip_delta_loss": blocks or None,
-        "reverse_middle_delta_loss": nan_to_none(skip.reverse) if skip else None,
-        "shuffle_middle_delta_loss": nan_to_none(skip.shuffle_mean()) if skip else None,
+        "reverse_middle_delta_loss": finite_or_none(skip.reverse) if skip else None,
+        "shuffle_middle_delta_loss": finite_or_none(skip.shuffle_mean()) if skip else None,
         "alpha_independent_se": alpha("independent", "a_bootstrap_se"),
         "alpha_tied_se": alpha("tied", "a_bootstrap_se"),
         "toy_loss": {
-            f.teacher: {str(d): nan_to_none(v) for d, v in zip(f.depths, f.losses, strict=True)}
+            f.teacher: {str(d): finite_or_none(v) for d, v in zip(f.depths, f.losses, strict=True)}
             for f in toy.fits
         },
-        "toy_loglog_slope": {f.teacher: nan_to_none(f.loglog_slope) for f in toy.fits},
+        "toy_loglog_slope": {f.teacher: finite_or_none(f.loglog_slope) for f in toy.fits},
         "student_increment_angle_deg": {
             t.kind: {
-                str(s.depth): nan_to_none(s.geometry.mean_increment_angle())
+                str(s.depth): finite_or_none(s.geometry.mean_increment_angle())
                 for s in toy.students_of(t.kind)
             }
             for t in toy.teachers

@@ -7,13 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from workbench.analyses.depth_ensemble.layers import (
-    LayerGeometry,
-    floats,
-    ints,
-    nan_to_none,
-)
-from workbench.arrays import plain
+from workbench.analyses.depth_ensemble.layers import LayerGeometry
+from workbench.arrays import finite_or_none, float_or_nan, frozen, plain
 from workbench.errors import InputError
 
 
@@ -86,7 +81,7 @@ class ToyStudent:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "per_example", floats(self.per_example))
+        object.__setattr__(self, "per_example", frozen(self.per_example))
         if self.per_example.ndim != 1 or not len(self.per_example):
             raise InputError(f"ToyStudent.per_example has shape {self.per_example.shape}")
         if self.geometry.n_layers != self.depth:
@@ -99,7 +94,7 @@ class ToyStudent:
             "depth": self.depth,
             "steps": self.steps,
             "test_loss": self.test_loss,
-            "final_train_loss": nan_to_none(self.final_train_loss),
+            "final_train_loss": finite_or_none(self.final_train_loss),
             "per_example": plain(self.per_example),
             "geometry": self.geometry.to_dict(),
             "seconds": round(self.seconds, 3),
@@ -113,8 +108,8 @@ class ToyStudent:
             int(data["depth"]),
             int(data["steps"]),
             float(data["test_loss"]),
-            float(floats([data["final_train_loss"]])[0]),
-            floats(data["per_example"]),
+            float_or_nan(data["final_train_loss"]),
+            frozen(data["per_example"]),
             LayerGeometry.from_dict(data["geometry"]),
             float(data["seconds"]),
         )
@@ -156,8 +151,8 @@ class ToyFit:
     SCALARS = ("L0", "c", "a", "a_se", "a_bootstrap_se", "a_low", "a_high", "loglog_slope")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "depths", ints(self.depths))
-        object.__setattr__(self, "losses", floats(self.losses))
+        object.__setattr__(self, "depths", frozen(self.depths, np.int64))
+        object.__setattr__(self, "losses", frozen(self.losses))
         if self.losses.shape != self.depths.shape or self.depths.ndim != 1:
             raise InputError(f"ToyFit: {self.losses.shape} losses for {self.depths.shape} depths")
 
@@ -171,18 +166,18 @@ class ToyFit:
             "teacher": self.teacher,
             "depths": self.depths.tolist(),
             "losses": plain(self.losses),
-            **{k: nan_to_none(getattr(self, k)) for k in self.SCALARS},
+            **{k: finite_or_none(getattr(self, k)) for k in self.SCALARS},
             "n_bootstrap": self.n_bootstrap,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ToyFit:
         """Inverse of :meth:`to_dict`."""
-        scalars = {k: float(floats([data[k]])[0]) for k in cls.SCALARS}
+        scalars = {k: float_or_nan(data[k]) for k in cls.SCALARS}
         return cls(
             teacher=data["teacher"],
-            depths=ints(data["depths"]),
-            losses=floats(data["losses"]),
+            depths=frozen(data["depths"], np.int64),
+            losses=frozen(data["losses"]),
             n_bootstrap=int(data["n_bootstrap"]),
             **scalars,
         )
