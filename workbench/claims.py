@@ -67,8 +67,7 @@ def lookup(metrics: Mapping[str, Any], path: str) -> float | None:
             return None
     if not isinstance(value, int | float):  # bools count as 1 and 0 ("follow curve is monotone")
         return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return finite_or_none(value)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ import dataclasses
 import io
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.arrays import plain
+from workbench.arrays import finite_or_none, plain
 from workbench.claims import Claim, ClaimVerdict, summarize, verdict
 from workbench.files import atomic_write_bytes
 from workbench.runner.backends import PointTask, as_path
@@ -232,7 +231,7 @@ def _scalars(metrics: Mapping[str, Any]) -> dict[str, float | None]:
         if isinstance(value, bool):
             out[key] = float(value)
         elif isinstance(value, int | float):
-            out[key] = float(value) if math.isfinite(value) else None
+            out[key] = finite_or_none(value)
         elif value is None:
             out[key] = None
     return out
