@@ -82,7 +82,7 @@ def bench_twonn(name: str, x: np.ndarray) -> None:
     import skdim
 
     geo.twonn(x[:2000])  # warm up imports and thread pools
-    # Best of three on both sides: one run of the peer varied from 7.1 s to 8.3 s between runs.
+    # Best of three on both sides: single runs of the peer took 7.1 s to 11.8 s.
     t_ours, ours = timed(lambda: geo.twonn(x), repeat=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -184,7 +184,7 @@ def _filtered_distances(xc: np.ndarray, k: int, pool: _Pool) -> np.ndarray:
         return spaces[width]
 
     start = _choose_start(xt, space, k, m, pool, heads) if y is not None else None
-    dist, _ = _cascade(xt, space, everything, k, m, _widths(start, heads), pool)
+    dist = _cascade(xt, space, everything, k, m, _widths(start, heads), pool)
     return dist.sqrt_().numpy()
 
 
@@ -201,17 +201,14 @@ def _cascade(
     m: int,
     widths: list[int | None],
     pool: _Pool,
-) -> tuple[torch.Tensor, float]:
-    """Squared k-NN distances of ``rows``, certified exact, and the work spent (multiply-adds)."""
-    n = xt.shape[0]
+) -> torch.Tensor:
+    """Squared k-NN distances of ``rows``, certified exact."""
     out = torch.empty(rows.numel(), k, dtype=torch.float64)
     todo = torch.arange(rows.numel())
-    cost = 0.0
     for width in widths:
         if todo.numel() == 0:
             break
         sp = space(width)
-        cost += todo.numel() * n * (sp.width + _SELECT_COST)
         parts = pool.map_rows(lambda r, sp=sp: _filter_refine(xt, sp, r, k, m), rows[todo])
         dist = torch.cat([p[0] for p in parts])
         ok = torch.cat([p[1] for p in parts])
@@ -219,8 +216,7 @@ def _cascade(
         todo = todo[~ok]
     if todo.numel():
         out[todo] = _exhaustive(xt, rows[todo], k)
-        cost += todo.numel() * n * 2.0 * xt.shape[1]
-    return out, cost
+    return out
 
 
 def _choose_start(

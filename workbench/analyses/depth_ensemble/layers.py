@@ -85,4 +85,4 @@ class LayerGeometry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LayerGeometry:
         """Inverse of :meth:`to_dict`."""
-        return cls(**{k: frozen(data[k]) for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))
+        return cls(**{k: data[k] for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))

@@ -76,10 +76,10 @@ class LensLoss:
         """Inverse of :meth:`to_dict`."""
         tuned_exit = data["early_exit_fraction_tuned"]
         return cls(
-            logit=frozen(data["logit"]),
-            tuned=None if data["tuned"] is None else frozen(data["tuned"]),
+            logit=data["logit"],
+            tuned=data["tuned"],
             final_loss=float_or_nan(data["final_loss"]),
-            exit_counts=frozen(data["exit_counts"], np.int64),
+            exit_counts=data["exit_counts"],
             early_exit_fraction=float_or_nan(data["early_exit_fraction"]),
             early_exit_fraction_tuned=None if tuned_exit is None else float(tuned_exit),
         )
@@ -157,14 +157,14 @@ class LayerSkip:
         """Inverse of :meth:`to_dict`."""
         return cls(
             baseline=float_or_nan(data["baseline"]),
-            single=frozen(data["single"]),
-            block_sizes=frozen(data["block_sizes"], np.int64),
-            block_starts=frozen(data["block_starts"], np.int64),
-            block_deltas=frozen(data["block_deltas"]),
+            single=data["single"],
+            block_sizes=data["block_sizes"],
+            block_starts=data["block_starts"],
+            block_deltas=data["block_deltas"],
             middle=tuple(data["middle"]),
             reverse=float_or_nan(data["reverse"]),
-            shuffle_orders=np.asarray(data["shuffle_orders"], dtype=np.int64),
-            shuffle_deltas=frozen(data["shuffle_deltas"]),
+            shuffle_orders=data["shuffle_orders"],
+            shuffle_deltas=data["shuffle_deltas"],
         )
 
 

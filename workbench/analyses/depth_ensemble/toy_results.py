@@ -109,7 +109,7 @@ class ToyStudent:
             int(data["steps"]),
             float(data["test_loss"]),
             float_or_nan(data["final_train_loss"]),
-            frozen(data["per_example"]),
+            data["per_example"],
             LayerGeometry.from_dict(data["geometry"]),
             float(data["seconds"]),
         )
@@ -176,8 +176,8 @@ class ToyFit:
         scalars = {k: float_or_nan(data[k]) for k in cls.SCALARS}
         return cls(
             teacher=data["teacher"],
-            depths=frozen(data["depths"], np.int64),
-            losses=frozen(data["losses"]),
+            depths=data["depths"],
+            losses=data["losses"],
             n_bootstrap=int(data["n_bootstrap"]),
             **scalars,
         )
