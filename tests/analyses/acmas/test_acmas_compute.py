@@ -155,6 +155,123 @@ def test_context_offsets_keep_a_rare_context_out_of_the_benign_tail():
         shaped.decision_function(X, agents=ax, contexts=cx[:3])
 
 
+def _two_views(seed=11):
+    """Calibration and test rows of three agents in two views (6 and 4 columns)."""
+    rng = np.random.default_rng(seed)
+    agents = np.repeat([0, 1, 2], 30)
+    C = rng.normal(0, 1, (90, 10)) + np.repeat(rng.normal(0, 3, (3, 10)), 30, 0)
+    X = C[::3] + rng.normal(0, 0.3, (30, 10))
+    return C, agents, X, agents[::3]
+
+
+def test_alarmed_prototype_flags_either_views_excess_over_its_own_cut():
+    C, agents, X, xa = _two_views()
+    X[4, 6:] += 40.0  # far out in the alarm view only
+    X[7, :6] += 40.0  # far out in the main view only
+    det = acmas.AlarmedPrototypeDetector(6, metric="mahalanobis").fit(C, agents=agents)
+    main = acmas.PrototypeDetector(metric="mahalanobis").fit(C[:, :6], agents=agents)
+    alarm = acmas.PrototypeDetector(quantile=1.0, metric="mahalanobis").fit(C[:, 6:], agents=agents)
+    assert det.cuts_ == pytest.approx((main.threshold_, alarm.threshold_))
+    d_main = main.decision_function(X[:, :6], agents=xa)
+    d_alarm = alarm.decision_function(X[:, 6:], agents=xa)
+    want = np.maximum(d_main / main.threshold_, d_alarm / alarm.threshold_)
+    np.testing.assert_allclose(det.decision_function(X, agents=xa), want, rtol=1e-10)
+    flags = det.predict(X, agents=xa)
+    np.testing.assert_array_equal(
+        flags, ((d_main > main.threshold_) | (d_alarm > alarm.threshold_)).astype(int)
+    )
+    assert flags[4] == 1 and flags[7] == 1
+    assert det.threshold_ == 1.0  # the score is each view's distance over its own cut
+    assert clone(det).get_params() == det.get_params()
+
+
+def test_alarmed_prototype_moves_both_views_only_with_rows_neither_flags():
+    C, agents, X, xa = _two_views(12)
+    groups = np.repeat(np.arange(5), 6)
+    det = acmas.AlarmedPrototypeDetector(6, update="moving", metric="mahalanobis").fit(
+        C, agents=agents
+    )
+    got_main, _ = det.view_distances(X, groups=groups, agents=xa)
+    plain = acmas.PrototypeDetector(update="moving", metric="mahalanobis").fit(
+        C[:, :6], agents=agents
+    )
+    # with no alarm firing, the main view moves exactly as the plain moving detector
+    np.testing.assert_allclose(
+        got_main, plain.decision_function(X[:, :6], groups=groups, agents=xa), rtol=1e-10
+    )
+    # a row flagged by the alarm alone moves no prototype: the later rounds then score as if
+    # it had not been seen
+    X[1, 6:] += 50.0
+    got_main, got_alarm = det.view_distances(X, groups=groups, agents=xa)
+    assert got_alarm[1] > det.cuts_[1] and got_main[1] <= det.cuts_[0]
+    keep = np.arange(30) != 1
+    want = plain.decision_function(X[keep, :6], groups=groups[keep], agents=xa[keep])
+    np.testing.assert_allclose(got_main[keep], want, rtol=1e-10)
+    moved = plain.decision_function(X[:, :6], groups=groups, agents=xa)
+    assert not np.allclose(got_main[keep], moved[keep])  # the plain detector took it in
+
+
+def test_alarmed_prototype_needs_a_column_for_each_view():
+    C, agents, _, _ = _two_views()
+    with pytest.raises(DetectorError, match="n_main=10") as err:
+        acmas.AlarmedPrototypeDetector(10).fit(C, agents=agents)
+    assert "\n" not in str(err.value)
+
+
+def test_the_headline_prototype_takes_the_alarm_view_and_prototype_mean_does_not():
+    C, agents, X, xa = _two_views(13)
+    n = len(X)
+    tasks, rounds = np.repeat(np.arange(10), 3), np.tile(np.arange(3), 10)
+    labels = np.zeros(n, dtype=int)
+    labels[[16, 19, 25]] = 1
+    alarm_c, alarm_x = C[:, 6:].copy(), X[:, 6:].copy()
+    alarm_x[labels == 1] += 60.0  # compromised rows stand out in the alarm view only
+    res = acmas.evaluate_schedule(
+        "async",
+        ["final"],
+        {"final": C[:, :6]},
+        {"final": X[:, :6]},
+        labels,
+        tasks,
+        rounds,
+        np.zeros(n, dtype=int),
+        agents=xa,
+        calib_agents=agents,
+        calib_alarm={"final": alarm_c},
+        attacked_alarm={"final": alarm_x},
+    )
+    test = tasks >= 5
+    head, mean_only = res.detectors.index("prototype"), res.detectors.index("prototype_mean")
+    assert res.preds[head, 0][labels[test] == 1].all()
+    assert not res.preds[mean_only, 0][labels[test] == 1].any()
+    plain = acmas.evaluate_schedule(
+        "async",
+        ["final"],
+        {"final": C[:, :6]},
+        {"final": X[:, :6]},
+        labels,
+        tasks,
+        rounds,
+        np.zeros(n, dtype=int),
+        agents=xa,
+        calib_agents=agents,
+    )
+    np.testing.assert_allclose(plain.scores[head], plain.scores[mean_only])
+    np.testing.assert_allclose(plain.scores[mean_only], res.scores[mean_only])
+    with pytest.raises(ValueError, match="calib_alarm"):
+        acmas.evaluate_schedule(
+            "async",
+            ["final"],
+            {"final": C[:, :6]},
+            {"final": X[:, :6]},
+            labels,
+            tasks,
+            rounds,
+            np.zeros(n, dtype=int),
+            calib_alarm={"final": alarm_c},
+        )
+
+
 def test_peers_seen_counts_the_answers_in_a_turns_context():
     from workbench.analyses.acmas import toy
 
@@ -253,6 +370,7 @@ def test_a_line_that_breaks_the_schema_is_named(edit, match):
         ({"n_agents": 0}, "n_agents"),
         ({"n_agents": 17}, "n_agents"),
         ({"model": "gpt2"}, "transcripts"),
+        ({"alarm": "first"}, "alarm"),
     ],
 )
 def test_bad_config_is_a_one_line_error(kw, field):

@@ -24,7 +24,9 @@ Our operationalization (offline, seconds to minutes on a CPU):
 * **Detectors** (:mod:`.detectors`, scikit-learn contract): prototype (each agent's benign
   centroid in a clean calibration run; distance under the benign covariance, the paper's cosine
   distance reported beside it as ``prototype_cosine``; moving average in sync, in time order,
-  fixed in async; threshold the 99% quantile of held-out calibration distances),
+  fixed in async; threshold the 99% quantile of held-out calibration distances; the headline
+  also flags a message whose last-token activation lies past every held-out benign one, see
+  :class:`~.detectors.AlarmedPrototypeDetector`; without that alarm it is ``prototype_mean``),
   :class:`~workbench.probes.LinearProbe` (supervised, first half of the tasks), Mahalanobis
   (Ledoit-Wolf), and the text baseline (disagreement with the majority answer: the round's in sync,
   the answers posted so far in async).
@@ -49,6 +51,7 @@ Example::
 from workbench.analyses.acmas.compute import DETECTORS, detection_metrics, evaluate_schedule
 from workbench.analyses.acmas.config import AcmasConfig
 from workbench.analyses.acmas.detectors import (
+    AlarmedPrototypeDetector,
     MahalanobisDetector,
     PrototypeDetector,
     TextMajorityDetector,
@@ -71,6 +74,7 @@ __all__ = [
     "AcmasConfig",
     "AcmasResult",
     "Agent",
+    "AlarmedPrototypeDetector",
     "MahalanobisDetector",
     "Message",
     "PrototypeDetector",

@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
 
 from workbench.analyses.acmas.detectors import (
+    AlarmedPrototypeDetector,
     MahalanobisDetector,
     PrototypeDetector,
     TextMajorityDetector,
@@ -20,13 +21,17 @@ from workbench.analyses.acmas.detectors import (
 from workbench.analyses.acmas.results import ScheduleResult
 from workbench.stats import bootstrap
 
-DETECTORS = ("prototype", "linear_probe", "mahalanobis", "prototype_cosine")
+DETECTORS = ("prototype", "linear_probe", "mahalanobis", "prototype_cosine", "prototype_mean")
 """The activation detectors, in the order of :class:`ScheduleResult`'s arrays.
 
-``prototype`` is the per-agent prototype detector with the covariance-aware distance
-(``PrototypeDetector(metric="mahalanobis")``, the headline); ``prototype_cosine`` is the same
-detector with the paper's cosine distance, reported beside it (on the toy its ranking of
-compromised above benign messages is weaker, AUROC 0.8-0.97, so no cut gives it F1 0.9).
+``prototype`` is the headline: the per-agent prototype detector with the covariance-aware
+distance on the pooled turn (``PrototypeDetector(metric="mahalanobis")``), with, where an alarm
+view is given (the study passes each message's last-token activation), an alarm past every
+held-out benign calibration distance in that view (:class:`AlarmedPrototypeDetector`).
+``prototype_mean`` is the same detector without the alarm (the headline before 2026-12-07;
+equal to ``prototype`` when no alarm view is given), and ``prototype_cosine`` is it with the
+paper's cosine distance (on the toy its ranking of compromised above benign messages is weaker,
+AUROC 0.8-0.97, so no cut gives it F1 0.9).
 """
 
 
@@ -59,6 +64,8 @@ def evaluate_schedule(
     calib_agents: np.ndarray | None = None,
     contexts: np.ndarray | None = None,
     calib_contexts: np.ndarray | None = None,
+    calib_alarm: Mapping[str, np.ndarray] | None = None,
+    attacked_alarm: Mapping[str, np.ndarray] | None = None,
     seed: int = 0,
 ) -> ScheduleResult:
     """Scores every detector at every layer on the test half of the attacked tasks.
@@ -79,6 +86,10 @@ def evaluate_schedule(
             a context offset to each agent's prototype; see
             :class:`~workbench.analyses.acmas.detectors.PrototypeDetector`), or ``None``.
         calib_contexts: Context kind of each calibration message (with ``contexts``).
+        calib_alarm: Layer name to a second view of each calibration message (e.g. its last
+            token), or ``None``: the headline prototype detector then also flags what lies
+            past every held-out benign distance in that view (:class:`AlarmedPrototypeDetector`).
+        attacked_alarm: The same view of the attacked run's messages (with ``calib_alarm``).
         seed: Seeds the probe.
     """
     from workbench.probes import LinearProbe
@@ -103,17 +114,26 @@ def evaluate_schedule(
     if sync:
         kw["groups"] = time_groups
     update = "moving" if sync else "fixed"
+    if (calib_alarm is None) != (attacked_alarm is None):
+        raise ValueError("give both calib_alarm and attacked_alarm, or neither")
+    fit_kw = {"agents": calib_agents, "contexts": calib_contexts}
     for j, name in enumerate(layer_names):
         X = attacked[name]
         protos = {
-            metric: PrototypeDetector(update=update, metric=metric).fit(
-                calib[name], agents=calib_agents, contexts=calib_contexts
-            )
+            metric: PrototypeDetector(update=update, metric=metric).fit(calib[name], **fit_kw)
             for metric in ("mahalanobis", "cosine")
         }
         maha = MahalanobisDetector().fit(calib[name])
-        s_proto = protos["mahalanobis"].decision_function(X[test], **kw)
-        outs = [(s_proto, (s_proto > protos["mahalanobis"].threshold_).astype(int))]
+        s_mean = protos["mahalanobis"].decision_function(X[test], **kw)
+        mean_out = (s_mean, (s_mean > protos["mahalanobis"].threshold_).astype(int))
+        outs = [mean_out]
+        if attacked_alarm is not None:
+            n_main = X.shape[1]
+            head = AlarmedPrototypeDetector(n_main, update=update).fit(
+                np.hstack([calib[name], calib_alarm[name]]), **fit_kw
+            )
+            s = head.decision_function(np.hstack([X, attacked_alarm[name]])[test], **kw)
+            outs = [(s, (s > head.threshold_).astype(int))]
         if len(set(labels[train].tolist())) == 2:
             mu, sd = X[train].mean(0), X[train].std(0) + 1e-8
             probe = LinearProbe(C=1.0, random_state=seed, device="cpu").fit(
@@ -127,6 +147,7 @@ def evaluate_schedule(
         outs.append((s_maha, (s_maha > maha.threshold_).astype(int)))
         s_cos = protos["cosine"].decision_function(X[test], **kw)
         outs.append((s_cos, (s_cos > protos["cosine"].threshold_).astype(int)))
+        outs.append(mean_out)
         for i, (s, p) in enumerate(outs):
             f1[i, j], auroc[i, j], fpr[i, j] = detection_metrics(y, s, p)
             scores[i, j], preds[i, j] = s, p

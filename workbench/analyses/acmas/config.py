@@ -31,6 +31,10 @@ class AcmasConfig(StudyConfig):
             (every question in turn: at least ``P = 11`` to cover them all).
         turns: Turns per agent per task.
         pooling: ``last`` (last generated token) or ``mean`` (mean over the turn).
+        alarm: ``last``: the headline prototype detector also flags a message whose last-token
+            activation lies farther from its agent's prototype than every held-out benign
+            calibration message (see ``AlarmedPrototypeDetector``; ignored with
+            ``pooling="last"``), or ``none``.
         restore_detector: Whose flags (deepest layer) pick the agents to isolate or steer.
         steer_layer: The block whose ``resid_post`` is steered.
         steer_scale: Multiplier of the steering vector (benign minus flagged mean).
@@ -41,7 +45,7 @@ class AcmasConfig(StudyConfig):
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("n_agents", "n_tasks", "n_calib", "turns", "toy_steps")
     CACHE_IGNORES: ClassVar[tuple[str, ...]] = ("device",)
-    CACHE_VERSION: ClassVar[int] = 11
+    CACHE_VERSION: ClassVar[int] = 12
 
     model: str = "toy"
     transcripts: str = "builtin"
@@ -55,6 +59,7 @@ class AcmasConfig(StudyConfig):
     n_calib: int = 20
     turns: int = 2
     pooling: Literal["last", "mean"] = "mean"
+    alarm: Literal["last", "none"] = "last"
     restore_detector: Literal["prototype", "linear_probe", "mahalanobis"] = "prototype"
     steer_layer: Literal["early", "middle", "final"] = "middle"
     steer_scale: float = 1.0

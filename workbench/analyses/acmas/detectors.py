@@ -329,28 +329,178 @@ class PrototypeDetector(_Thresholded):
         agents = None if agents is None else np.asarray(agents)
         if self.update == "fixed" or groups is None:
             return self._distances(Z, agents, None, state)
-        groups = np.asarray(groups)
-        out = np.empty(len(Z))
-        protos = dict(self.agent_prototypes_) or {None: self.prototype_}
-        counts = dict(self.counts_)
-        keys = agents if agents is not None and self.agent_prototypes_ else np.full(len(Z), None)
-        order = list(dict.fromkeys(groups.tolist()))  # first-seen order: the rows' time order
-        for g in order:
-            rows = np.flatnonzero(groups == g)
-            ref = np.stack([protos.get(k, self.prototype_) for k in keys[rows].tolist()])
-            out[rows] = self._dist(Z[rows], ref)
-            for k in set(keys[rows].tolist()):
-                keep = rows[(keys[rows] == k) & (out[rows] <= self.threshold_)]
-                if len(keep):
-                    old = protos.get(k, self.prototype_)
-                    if self.momentum is None:  # running mean over calibration and kept rows
-                        n = counts.get(k, counts[None])
-                        new = (n * old + Z[keep].sum(0)) / (n + len(keep))
-                        counts[k] = n + len(keep)
-                    else:
-                        new = self.momentum * old + (1 - self.momentum) * Z[keep].mean(0)
-                    protos[k] = self._centroid(new[None])
+        (out,) = _follow([self], [Z], agents, np.asarray(groups), lambda d: d[0] <= self.threshold_)
         return out
+
+    def _moving_start(self, agents: np.ndarray | None, n: int) -> tuple[dict, dict, np.ndarray]:
+        """The moving state: prototypes and their weights by key, and each row's key."""
+        protos = dict(self.agent_prototypes_) or {None: self.prototype_}
+        keys = agents if agents is not None and self.agent_prototypes_ else np.full(n, None)
+        return protos, dict(self.counts_), keys
+
+    def _moving_update(self, protos: dict, counts: dict, key: Any, Z: np.ndarray) -> None:
+        """Moves ``key``'s prototype toward the kept rows ``Z`` (metric space)."""
+        old = protos.get(key, self.prototype_)
+        if self.momentum is None:  # running mean over calibration and kept rows
+            n = counts.get(key, counts[None])
+            new = (n * old + Z.sum(0)) / (n + len(Z))
+            counts[key] = n + len(Z)
+        else:
+            new = self.momentum * old + (1 - self.momentum) * Z.mean(0)
+        protos[key] = self._centroid(new[None])
+
+
+def _follow(
+    detectors: list[PrototypeDetector],
+    Zs: list[np.ndarray],
+    agents: np.ndarray | None,
+    groups: np.ndarray,
+    keep: Any,
+) -> list[np.ndarray]:
+    """Distances to moving prototypes, round by round in time order, one array per view.
+
+    Each detector scores its view ``Zs[i]`` (rows already in its metric space). After a round
+    (a value of ``groups``, taken in first-seen order: the rows' time order) is scored, every
+    detector moves each agent's prototype toward that agent's rows that ``keep`` (given the
+    round's distances, one array per view) marks as unflagged.
+    """
+    starts = [det._moving_start(agents, len(Z)) for det, Z in zip(detectors, Zs, strict=True)]
+    outs = [np.empty(len(Z)) for Z in Zs]
+    for g in dict.fromkeys(groups.tolist()):
+        rows = np.flatnonzero(groups == g)
+        for det, Z, (protos, _, keys), out in zip(detectors, Zs, starts, outs, strict=True):
+            ref = np.stack([protos.get(k, det.prototype_) for k in keys[rows].tolist()])
+            out[rows] = det._dist(Z[rows], ref)
+        ok = np.asarray(keep([out[rows] for out in outs]), dtype=bool)
+        for det, Z, (protos, counts, keys) in zip(detectors, Zs, starts, strict=True):
+            for k in set(keys[rows].tolist()):
+                kept = rows[(keys[rows] == k) & ok]
+                if len(kept):
+                    det._moving_update(protos, counts, k, Z[kept])
+    return outs
+
+
+class AlarmedPrototypeDetector(_Thresholded):
+    """The prototype detector on a main view, with an extreme-distance alarm on a second view.
+
+    ``X`` holds two views of each message side by side: its first ``n_main`` columns (default:
+    half) are the main view (e.g. the turn's mean activation), the rest the alarm view (e.g. its
+    last token). Each view has its own :class:`PrototypeDetector` (same agents, contexts,
+    metric and update); a message is flagged when its main-view distance is above the main cut
+    (the ``quantile`` of held-out benign calibration distances) *or* its alarm-view distance is
+    above the alarm cut (``alarm_quantile``, by default 1.0: farther than every held-out benign
+    calibration message). The score is the larger of the two distances, each divided by its
+    view's cut, so ``threshold_`` is 1.
+
+    Why: a turn's mean dilutes a change that sits in a few tokens. On the toy the main view misses
+    every first turn of some compromised agents (no peers' answers shown, so little to read
+    but the role prompt), while at the last token the same turns lie 30 to 170 times beyond the
+    benign cut. The last token alone is a poor detector: its benign distances are heavy-tailed
+    (they move with the answer), so a 99% cut there flags nothing on some trainings. As an alarm
+    past the benign maximum it adds only what no benign calibration message did.
+
+    With ``update="moving"`` both views follow the rounds together: a row updates its agent's
+    prototypes in both views only when neither view flags it.
+
+    Args:
+        n_main: Columns of the main view (``None``: half of ``X``'s columns).
+        quantile: The main view's cut (quantile of held-out benign distances).
+        alarm_quantile: The alarm view's cut.
+        update, momentum, min_benign, metric, n_folds, random_state: As for
+            :class:`PrototypeDetector` (both views).
+    """
+
+    def __init__(
+        self,
+        n_main: int | None = None,
+        quantile: float = 0.99,
+        alarm_quantile: float = 1.0,
+        update: str = "fixed",
+        momentum: float | None = None,
+        min_benign: int = 10,
+        metric: str = "mahalanobis",
+        n_folds: int = 10,
+        random_state: int = 0,
+    ) -> None:
+        self.n_main = n_main
+        self.quantile = quantile
+        self.alarm_quantile = alarm_quantile
+        self.update = update
+        self.momentum = momentum
+        self.min_benign = min_benign
+        self.metric = metric
+        self.n_folds = n_folds
+        self.random_state = random_state
+
+    def _view(self, quantile: float) -> PrototypeDetector:
+        return PrototypeDetector(
+            quantile=quantile,
+            update=self.update,
+            momentum=self.momentum,
+            min_benign=self.min_benign,
+            metric=self.metric,
+            n_folds=self.n_folds,
+            random_state=self.random_state,
+        )
+
+    def fit(
+        self, X: Any, y: Any = None, agents: Any = None, contexts: Any = None
+    ) -> AlarmedPrototypeDetector:
+        """Fits both views' prototypes and cuts on the benign rows (``y == 0``, or all).
+
+        Args:
+            X: ``(n, d)`` calibration activations, main view then alarm view.
+            y: Optional labels; only rows with ``y == 0`` are used.
+            agents: Optional ``(n,)`` agent of each row (per-agent prototypes).
+            contexts: Optional ``(n,)`` context kind of each row (additive context offsets).
+        """
+        if np.ndim(X) != 2 and not hasattr(X, "tocsr"):
+            raise DetectorError(f"X must be 2-D (messages, features), got shape {np.shape(X)}")
+        X = validate_data(self, X, dtype=np.float64, reset=True)
+        split = X.shape[1] // 2 if self.n_main is None else self.n_main
+        if not 0 < split < X.shape[1]:
+            raise DetectorError(
+                f"n_main={self.n_main!r} leaves no column for one of the two views "
+                f"(X has n_features={X.shape[1]}; each view needs at least one)"
+            )
+        self.split_ = int(split)
+        self.main_ = self._view(self.quantile).fit(X[:, :split], y, agents, contexts)
+        self.alarm_ = self._view(self.alarm_quantile).fit(X[:, split:], y, agents, contexts)
+        self.cuts_ = (self.main_.threshold_, self.alarm_.threshold_)
+        self.threshold_ = 1.0
+        return self
+
+    def view_distances(
+        self, X: Any, groups: Any = None, agents: Any = None, contexts: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(main, alarm)``: each view's distances to its prototypes (moving ones together)."""
+        check_is_fitted(self, "main_")
+        X = self._validate(X)
+        views = (self.main_, self.alarm_)
+        parts = (X[:, : self.split_], X[:, self.split_ :])
+        if self.update == "fixed" or groups is None:
+            return tuple(
+                v.decision_function(p, agents=agents, contexts=contexts)
+                for v, p in zip(views, parts, strict=True)
+            )
+        ctx = _rows(contexts, "contexts", len(X))
+        Zs = [v._transform(p, v._state(), ctx) for v, p in zip(views, parts, strict=True)]
+        agents = None if agents is None else np.asarray(agents)
+        main, alarm = _follow(list(views), Zs, agents, np.asarray(groups), self._unflagged)
+        return main, alarm
+
+    def _ratio(self, main: np.ndarray, alarm: np.ndarray) -> np.ndarray:
+        tiny = np.finfo(float).tiny
+        return np.maximum(main / max(self.cuts_[0], tiny), alarm / max(self.cuts_[1], tiny))
+
+    def _unflagged(self, distances: list[np.ndarray]) -> np.ndarray:
+        return (distances[0] <= self.cuts_[0]) & (distances[1] <= self.cuts_[1])
+
+    def decision_function(
+        self, X: Any, groups: Any = None, agents: Any = None, contexts: Any = None
+    ) -> np.ndarray:
+        """The larger of the two views' distances, each over its cut (above 1: flagged)."""
+        return self._ratio(*self.view_distances(X, groups, agents, contexts))
 
 
 class MahalanobisDetector(_Thresholded):

@@ -13,7 +13,12 @@ if TYPE_CHECKING:
 
 
 def score_distributions(result: AcmasResult) -> Any:
-    """Prototype scores (cosine distance, deepest layer) of benign vs compromised messages."""
+    """Headline prototype scores (deepest layer) of benign vs compromised messages.
+
+    With the last-token alarm (the default) a score is the larger of the two views' distances,
+    each over its own cut, so messages above 1 are flagged; without it, the covariance-aware
+    distance to the agent's prototype.
+    """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -35,7 +40,7 @@ def score_distributions(result: AcmasResult) -> Any:
                 row=1,
                 col=c,
             )
-        fig.update_xaxes(title_text="cosine distance to prototype", row=1, col=c)
+        fig.update_xaxes(title_text="prototype detector score", row=1, col=c)
     fig.update_layout(barmode="overlay")
     return style(fig, title="Detection scores: benign vs compromised", width=TWO_COLUMN, height=300)
 

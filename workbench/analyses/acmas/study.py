@@ -153,6 +153,7 @@ def _arrays(transcript: Transcript) -> dict[str, np.ndarray]:
 
 def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
     pool = config.pooling
+    alarm = config.alarm == "last" and pool != "last"
     names = config.layer_names
     if config.transcripts == "builtin":
         system = collect.build_system(
@@ -184,6 +185,8 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         attacked.write(root / "attacked.jsonl")
         A = {n: acts[pool][layers[n]] for n in names}
         C = {n: cal[pool][layers[n]] for n in names}
+        A_alarm = {n: acts["last"][layers[n]] for n in names}
+        C_alarm = {n: cal["last"][layers[n]] for n in names}
         arr = _arrays(attacked)
         calib_agents = _arrays(calib)["senders"]
         contexts = np.array([toy.peers_seen(m.context_text) for m in attacked.messages])
@@ -201,6 +204,8 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         cut = np.sort(np.unique(arr["tasks"]))[len(np.unique(arr["tasks"])) // 2]
         benign_train = (arr["tasks"] < cut) & (arr["labels"] == 0)
         C = {n: A[n][benign_train] for n in names}
+        A_alarm = {n: acts["last"][layers[n]] for n in names}
+        C_alarm = {n: A_alarm[n][benign_train] for n in names}
         calib_agents = arr["senders"][benign_train]
         contexts = calib_contexts = None  # a transcript does not say what each turn saw
     return compute.evaluate_schedule(
@@ -216,6 +221,8 @@ def _detect(config: AcmasConfig, schedule: str, work: _Work) -> ScheduleResult:
         calib_agents=calib_agents,
         contexts=contexts,
         calib_contexts=calib_contexts,
+        calib_alarm=C_alarm if alarm else None,
+        attacked_alarm=A_alarm if alarm else None,
         seed=config.seed,
     )
 
