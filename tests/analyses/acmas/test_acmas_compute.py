@@ -226,7 +226,7 @@ def test_the_headline_prototype_takes_the_alarm_view_and_prototype_mean_does_not
     labels[[16, 19, 25]] = 1
     alarm_c, alarm_x = C[:, 6:].copy(), X[:, 6:].copy()
     alarm_x[labels == 1] += 60.0  # compromised rows stand out in the alarm view only
-    res = acmas.evaluate_schedule(
+    args = (
         "async",
         ["final"],
         {"final": C[:, :6]},
@@ -235,41 +235,20 @@ def test_the_headline_prototype_takes_the_alarm_view_and_prototype_mean_does_not
         tasks,
         rounds,
         np.zeros(n, dtype=int),
-        agents=xa,
-        calib_agents=agents,
-        calib_alarm={"final": alarm_c},
-        attacked_alarm={"final": alarm_x},
+    )
+    who = {"agents": xa, "calib_agents": agents}
+    res = acmas.evaluate_schedule(
+        *args, **who, calib_alarm={"final": alarm_c}, attacked_alarm={"final": alarm_x}
     )
     test = tasks >= 5
     head, mean_only = res.detectors.index("prototype"), res.detectors.index("prototype_mean")
     assert res.preds[head, 0][labels[test] == 1].all()
     assert not res.preds[mean_only, 0][labels[test] == 1].any()
-    plain = acmas.evaluate_schedule(
-        "async",
-        ["final"],
-        {"final": C[:, :6]},
-        {"final": X[:, :6]},
-        labels,
-        tasks,
-        rounds,
-        np.zeros(n, dtype=int),
-        agents=xa,
-        calib_agents=agents,
-    )
+    plain = acmas.evaluate_schedule(*args, **who)
     np.testing.assert_allclose(plain.scores[head], plain.scores[mean_only])
     np.testing.assert_allclose(plain.scores[mean_only], res.scores[mean_only])
     with pytest.raises(ValueError, match="calib_alarm"):
-        acmas.evaluate_schedule(
-            "async",
-            ["final"],
-            {"final": C[:, :6]},
-            {"final": X[:, :6]},
-            labels,
-            tasks,
-            rounds,
-            np.zeros(n, dtype=int),
-            calib_alarm={"final": alarm_c},
-        )
+        acmas.evaluate_schedule(*args, calib_alarm={"final": alarm_c})
 
 
 def test_peers_seen_counts_the_answers_in_a_turns_context():

@@ -128,8 +128,7 @@ def evaluate_schedule(
         mean_out = (s_mean, (s_mean > protos["mahalanobis"].threshold_).astype(int))
         outs = [mean_out]
         if attacked_alarm is not None:
-            n_main = X.shape[1]
-            head = AlarmedPrototypeDetector(n_main, update=update).fit(
+            head = AlarmedPrototypeDetector(X.shape[1], update=update).fit(
                 np.hstack([calib[name], calib_alarm[name]]), **fit_kw
             )
             s = head.decision_function(np.hstack([X, attacked_alarm[name]])[test], **kw)

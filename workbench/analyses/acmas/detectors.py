@@ -38,11 +38,16 @@ def _normalize(X: np.ndarray) -> np.ndarray:
     return X / np.maximum(np.linalg.norm(X, axis=-1, keepdims=True), 1e-12)
 
 
-def _benign(est: BaseEstimator, X: Any, y: Any, min_benign: int) -> np.ndarray:
-    """The benign rows of ``X`` (validated; sets ``n_features_in_``)."""
+def _matrix(est: BaseEstimator, X: Any) -> np.ndarray:
+    """``X`` validated as a 2-D float matrix for fitting (sets ``n_features_in_``)."""
     if np.ndim(X) != 2 and not hasattr(X, "tocsr"):
         raise DetectorError(f"X must be 2-D (messages, features), got shape {np.shape(X)}")
-    X = validate_data(est, X, dtype=np.float64, reset=True)
+    return validate_data(est, X, dtype=np.float64, reset=True)
+
+
+def _benign(est: BaseEstimator, X: Any, y: Any, min_benign: int) -> np.ndarray:
+    """The benign rows of ``X`` (validated; sets ``n_features_in_``)."""
+    X = _matrix(est, X)
     if y is not None:
         y = np.asarray(y)
         if y.shape != (len(X),):
@@ -433,15 +438,9 @@ class AlarmedPrototypeDetector(_Thresholded):
         self.random_state = random_state
 
     def _view(self, quantile: float) -> PrototypeDetector:
-        return PrototypeDetector(
-            quantile=quantile,
-            update=self.update,
-            momentum=self.momentum,
-            min_benign=self.min_benign,
-            metric=self.metric,
-            n_folds=self.n_folds,
-            random_state=self.random_state,
-        )
+        """A view's detector: this one's shared parameters, with the view's own quantile."""
+        shared = {k: getattr(self, k) for k in PrototypeDetector().get_params()}
+        return PrototypeDetector(**(shared | {"quantile": quantile}))
 
     def fit(
         self, X: Any, y: Any = None, agents: Any = None, contexts: Any = None
@@ -454,9 +453,7 @@ class AlarmedPrototypeDetector(_Thresholded):
             agents: Optional ``(n,)`` agent of each row (per-agent prototypes).
             contexts: Optional ``(n,)`` context kind of each row (additive context offsets).
         """
-        if np.ndim(X) != 2 and not hasattr(X, "tocsr"):
-            raise DetectorError(f"X must be 2-D (messages, features), got shape {np.shape(X)}")
-        X = validate_data(self, X, dtype=np.float64, reset=True)
+        X = _matrix(self, X)
         split = X.shape[1] // 2 if self.n_main is None else self.n_main
         if not 0 < split < X.shape[1]:
             raise DetectorError(
