@@ -291,6 +291,45 @@ def test_stop_when_ends_the_run_at_the_criterion_and_saves_the_end_there(tmp_pat
     assert capped.stopped_at is None and len(capped.losses) == 20
 
 
+def test_a_schedule_then_on_at_its_floor_until_a_criterion():
+    """decay_steps + min_steps: the schedule runs whole, then the floor until the criterion."""
+    sched = TrainConfig(steps=30, lr=1e-2, warmup=3, batch_size=8, eval_every=5, seed=2)
+    long = TrainConfig(steps=90, lr=1e-2, warmup=3, batch_size=8, eval_every=5, seed=2,
+                       decay_steps=30, min_steps=30)  # fmt: skip
+    # the cosine reaches its floor at decay_steps and stays there
+    assert [long.lr_at(s) for s in range(30)] == [sched.lr_at(s) for s in range(30)]
+    assert [long.lr_at(s) for s in range(30, 90)] == pytest.approx([1e-3] * 60)
+    asked: list[float] = []
+
+    def evaluate(model):
+        return {"loss": float(xent(model, data()))}
+
+    def met(values):  # met from the first evaluation on: only min_steps holds the run back
+        asked.append(values["loss"])
+        return True
+
+    alone = train(mlp, sched, data=data(), loss_fn=xent, evaluate=evaluate, progress=False)
+    early = train(mlp, long, data=data(), loss_fn=xent, evaluate=evaluate, stop_when=met,
+                  progress=False)  # fmt: skip
+    # never asked before step 30; met at the end of the schedule: bitwise the schedule alone
+    assert early.stopped_at == 30 and len(asked) == 1
+    assert early.losses == alone.losses
+    a, b = params(early.model), params(alone.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # a criterion met only later trains on at the floor and stops at the first check that meets it
+    full = train(mlp, long, data=data(), loss_fn=xent, evaluate=evaluate, progress=False)
+    target = {e.step: e.values["loss"] for e in full.evals}[60]
+    assert alone.evals[-1].values["loss"] > target  # still to be met at the schedule's end
+    later = train(mlp, long, data=data(), loss_fn=xent, evaluate=evaluate,
+                  stop_when=lambda v: v["loss"] <= target, progress=False)  # fmt: skip
+    step = later.stopped_at
+    assert step is not None and 30 < step < 90 and step % 5 == 0
+    assert later.losses[:30] == alone.losses
+    assert [e.values["loss"] <= target for e in later.evals if e.step >= 30] == [False] * (
+        (step - 30) // 5
+    ) + [True]
+
+
 def test_exception_mid_run_leaves_no_folder_and_keeps_an_older_one(tmp_path):
     def boom(model, batch):
         if boom.calls == 12:
@@ -373,6 +412,10 @@ def test_frozen_parameters_stay_bitwise_unchanged():
         ("betas", (0.9,), "betas must be two numbers"),
         ("warmup", -1, "warmup must be an integer of at least 0"),
         ("min_lr_ratio", 1.5, r"min_lr_ratio must be a number in \[0, 1\]"),
+        ("decay_steps", 11, r"decay_steps must be an integer in \[1, steps=10\] or None"),
+        ("decay_steps", 0, r"decay_steps must be an integer in \[1, steps=10\]"),
+        ("min_steps", -1, r"min_steps must be an integer in \[0, steps=10\]"),
+        ("min_steps", 11, r"min_steps must be an integer in \[0, steps=10\]"),
         ("grad_clip", 0.0, "grad_clip must be a positive number or None"),
         ("batch_size", 0, "batch_size must be an integer of at least 1 or None"),
         ("eval_every", 0, "eval_every must be an integer of at least 1 or None"),

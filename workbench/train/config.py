@@ -38,7 +38,8 @@ class TrainConfig:
 
     The learning rate at step ``s`` (0-based, the update that turns the weights of step ``s`` into
     those of step ``s + 1``) is ``lr * lr_factor(s)``: a linear warm-up ``(s + 1) / warmup`` for
-    ``s < warmup``, then a cosine decay from 1 to ``min_lr_ratio`` reached at ``steps``.
+    ``s < warmup``, then a cosine decay from 1 to ``min_lr_ratio`` reached at ``decay_steps``
+    (``steps`` unless set), and the floor after it.
 
     Attributes:
         steps: Optimizer steps.
@@ -52,6 +53,13 @@ class TrainConfig:
         warmup: Linear warm-up steps.
         min_lr_ratio: Floor of the cosine decay as a fraction of ``lr`` (1.0: constant after the
             warm-up).
+        decay_steps: Step at which the cosine reaches its floor, or ``None`` for ``steps``. With a
+            criterion (``train(stop_when=...)``) and ``steps`` as its cap, ``decay_steps`` and
+            ``min_steps`` set to the same schedule length run that schedule whole, then go on at
+            the floor only as long as the criterion is not met: a run that meets it at the end of
+            its schedule is bitwise the run of ``steps=decay_steps``.
+        min_steps: No ``stop_when`` criterion is asked before this step (0: from the first
+            evaluation on).
         grad_clip: Maximum global L2 norm of the gradient, or ``None`` for no clipping.
         batch_size: Rows per step drawn from tensor data, or ``None`` for full batch. Ignored
             when the batches come from a ``sample`` function.
@@ -76,6 +84,8 @@ class TrainConfig:
     eps: float = 1e-8
     warmup: int = 0
     min_lr_ratio: float = 0.1
+    decay_steps: int | None = None
+    min_steps: int = 0
     grad_clip: float | None = 1.0
     batch_size: int | None = None
     seed: int = 0
@@ -106,6 +116,12 @@ class TrainConfig:
             raise bad("warmup", "an integer of at least 0")
         if not _is_real(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:
             raise bad("min_lr_ratio", "a number in [0, 1]")
+        if self.decay_steps is not None and (
+            not _is_int(self.decay_steps) or not 1 <= self.decay_steps <= self.steps
+        ):
+            raise bad("decay_steps", f"an integer in [1, steps={self.steps}] or None")
+        if not _is_int(self.min_steps) or not 0 <= self.min_steps <= self.steps:
+            raise bad("min_steps", f"an integer in [0, steps={self.steps}]")
         if self.grad_clip is not None and (not _is_real(self.grad_clip) or not self.grad_clip > 0):
             raise bad("grad_clip", "a positive number or None")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
@@ -132,7 +148,8 @@ class TrainConfig:
         """Multiplier of ``lr`` for the update at ``step`` (warm-up, then cosine to the floor)."""
         if step < self.warmup:
             return (step + 1) / self.warmup
-        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
+        end = self.steps if self.decay_steps is None else self.decay_steps
+        progress = (step - self.warmup) / max(1, end - self.warmup)
         floor = self.min_lr_ratio
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 

@@ -66,12 +66,13 @@ def train(
         evaluate: ``model -> {name: number}``, called in eval mode under ``torch.no_grad`` at
             step 0, every ``config.eval_every`` steps, at every checkpoint and at the end.
         stop_when: Train to a criterion: ``evaluation values -> bool``, asked after every
-            evaluation past step 0; the first ``True`` ends the run there (``config.steps`` is
-            then a cap, and ``result.stopped_at`` the step). The end checkpoint, when
-            ``config.checkpoints`` asks for one at ``config.steps``, is saved at that step
-            instead; later checkpoints are not saved. Needs ``evaluate``. Reaching the cap
-            first is not an error here: ``result.stopped_at`` is ``None`` and the caller
-            decides (say, raise naming its criterion).
+            evaluation past step 0 and at or past ``config.min_steps`` (evaluated there too);
+            the first ``True`` ends the run there (``config.steps`` is then a cap, and
+            ``result.stopped_at`` the step).
+            The end checkpoint, when ``config.checkpoints`` asks for one at ``config.steps``, is
+            saved at that step instead; later checkpoints are not saved. Needs ``evaluate``.
+            Reaching the cap first is not an error here: ``result.stopped_at`` is ``None`` and
+            the caller decides (say, raise naming its criterion).
         out: Folder for the checkpoints (``step-N`` subfolders) and ``training.json``. It is
             written under a temporary name and renamed into place when the run finishes, replacing
             an older folder of that name. Without ``out``, checkpoints are kept in memory
@@ -165,6 +166,8 @@ def _run(
         next_batch = lambda step: next(batches)  # noqa: E731
     save_at = set(config.checkpoints)
     eval_at = {0, config.steps} | save_at
+    if stop_when is not None:
+        eval_at.add(config.min_steps)  # the first step the criterion is asked at
     if config.eval_every:
         eval_at |= set(range(0, config.steps + 1, config.eval_every))
     if evaluate is None:
@@ -183,7 +186,11 @@ def _run(
                 if step in eval_at:
                     values = _evaluate(model, evaluate)
                     evals.append(EvalRecord(step, values))
-                    if stop_when is not None and 0 < step < config.steps and stop_when(values):
+                    if (
+                        stop_when is not None
+                        and max(0, config.min_steps - 1) < step < config.steps
+                        and stop_when(values)
+                    ):
                         stopped_at = step
                 if step in save_at or (stopped_at is not None and config.steps in save_at):
                     saved.append(_checkpoint(model, step, values, staging, save or save_state_dict))
