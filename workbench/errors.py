@@ -97,3 +97,7 @@ class TranscriptError(WorkbenchError):
 
 class DetectorError(WorkbenchError, ValueError):
     """Bad input to a detector: too few benign rows to fit, mismatched shapes, bad options."""
+
+
+class ToyNotLearnedError(WorkbenchError):
+    """An embedded toy reached its step cap before its training criterion held."""

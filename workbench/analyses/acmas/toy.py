@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from workbench.cache import recipe_key
-from workbench.errors import ConfigError, WorkbenchError
+from workbench.errors import ConfigError, ToyNotLearnedError
 from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,6 @@ def peers_seen(text: str) -> int:
         return (words.index("Q") - words.index("ctx") - 1) // 3
     except ValueError:
         raise ValueError(f"not a toy turn (no 'ctx ... Q'): {text[:60]!r}") from None
-
-
-class ToyNotLearnedError(WorkbenchError):
-    """The toy reached its step cap before the injected behaviour was learned."""
 
 
 @dataclass(frozen=True)
