@@ -54,7 +54,12 @@ def small_params(analysis: str, tiny_lm: Path) -> dict:
             "steer_random": 2,
             "device": "cpu",
         },
-        "concept_oscillation": {"n_cases": 40, "toy_steps": 60, "n_bootstrap": 100},
+        "concept_oscillation": {
+            "n_cases": 40,
+            "toy_steps": 60,
+            "toy_target_kl": 0,
+            "n_bootstrap": 100,
+        },
         # toy_steps is a cap: the AcMAS toy trains until its injected behaviour is learned
         "acmas": {"schedule": "sync", "n_tasks": 4, "n_calib": 4},
         "geometric_memory": {

@@ -117,6 +117,9 @@ def test_prompts_and_derived_controls():
         ({"cases": "/nonexistent/c.jsonl"}, "no such file"),
         ({"n_bootstrap": 10}, "n_bootstrap must be at least 100"),
         ({"toy_steps": 0}, "toy_steps must be an integer of at least 1"),
+        ({"toy_target_kl": -0.1}, "toy_target_kl must be a number of at least 0"),
+        ({"toy_target_kl": True}, "toy_target_kl must be a number of at least 0"),
+        ({"toy_max_steps": 1999}, "toy_max_steps=1999 is below toy_steps=2000"),
         ({"model": " "}, "model must name a model"),
     ],
 )

@@ -15,7 +15,7 @@ from workbench import load_model
 from workbench.analyses import concept_oscillation as co
 from workbench.analyses.concept_oscillation import collect, train_toy
 from workbench.analyses.concept_oscillation.toy import tier_of
-from workbench.errors import LensError
+from workbench.errors import LensError, ToyNotLearnedError
 from workbench.lens import TunedLens, logit_lens
 
 REPO = Path(__file__).resolve().parents[3]
@@ -25,7 +25,13 @@ NOTEBOOK = REPO / "notebooks" / "concept_oscillation.ipynb"
 @pytest.fixture(scope="module")
 def toy_config():
     return co.ConceptOscillationConfig(
-        n_cases=60, n_bootstrap=200, toy_steps=150, batch_size=64, lens="logit", device="cpu"
+        n_cases=60,
+        n_bootstrap=200,
+        toy_steps=150,
+        toy_target_kl=0,
+        batch_size=64,
+        lens="logit",
+        device="cpu",
     )
 
 
@@ -230,6 +236,7 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
         {
             "n_cases": 40,
             "toy_steps": 60,
+            "toy_target_kl": 0,
             "n_bootstrap": 100,
             "device": "cpu",
         },
@@ -260,3 +267,42 @@ def test_the_toy_trains_the_same_whatever_the_process_thread_count(tmp_path):
         torch.set_num_threads(before)
     for name, weight in trained[0].items():
         assert torch.equal(weight, trained[1][name]), name
+
+
+def test_the_toy_trains_past_its_schedule_only_until_its_criterion(tmp_path):
+    """The schedule runs whole; a toy that meets the criterion there is the schedule's toy."""
+    spec = co.toy.ToySpec()
+
+    def weights(folder):
+        return load_model(str(folder), device="cpu").model.state_dict()
+
+    alone, plain = train_toy.train_toy(spec, tmp_path / "a", steps=30, seed=1, progress=False)
+    met, summary = train_toy.train_toy(
+        spec, tmp_path / "m", steps=30, seed=1, target_kl=50.0, max_steps=300, progress=False
+    )
+    assert summary["steps"] == 30 and summary["converged"] is True
+    assert summary["excess_kl"] == plain["excess_kl"]
+    a, b = weights(alone), weights(met)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # a criterion above what the schedule reached: on at the floor, checked every 100 steps
+    target = plain["excess_kl"] - 1e-3
+    _, longer = train_toy.train_toy(
+        spec, tmp_path / "l", steps=30, seed=1, target_kl=target, max_steps=430, progress=False
+    )
+    assert longer["steps"] in (100, 200, 300, 400, 430) and longer["schedule_steps"] == 30
+    assert longer["converged"] == (longer["excess_kl"] <= target)
+    assert longer["converged"] or longer["steps"] == 430
+    with pytest.raises(ValueError, match="max_steps=20 needs target_kl and at least steps=30"):
+        train_toy.train_toy(spec, tmp_path / "x", steps=30, target_kl=0.2, max_steps=20)
+
+
+def test_a_toy_short_of_its_criterion_at_the_cap_is_an_error_and_not_cached(tmp_path):
+    config = co.ConceptOscillationConfig(
+        n_cases=60, n_bootstrap=100, toy_steps=20, toy_target_kl=1e-6, toy_max_steps=40,
+        device="cpu",
+    )  # fmt: skip
+    with pytest.raises(ToyNotLearnedError, match=r"within 40 steps: excess KL .* <= 1e-06") as info:
+        co.run(config, cache_dir=tmp_path / "cache", progress=False)
+    assert "\n" not in str(info.value)
+    toys = tmp_path / "cache" / "toys"
+    assert not toys.exists() or not any(p.name.startswith("toy-decoder") for p in toys.iterdir())

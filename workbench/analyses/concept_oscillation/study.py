@@ -36,6 +36,7 @@ from workbench.analyses.concept_oscillation.toy import ToySpec, tier_of, toy_cas
 from workbench.arrays import finite_or_none, plain
 from workbench.cache import UnitCache, trained, trained_folder
 from workbench.claims import Claim, ClaimTable, evaluate
+from workbench.errors import ToyNotLearnedError
 from workbench.files import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,8 @@ def toy_recipe(config: ConceptOscillationConfig) -> dict[str, Any]:
     return {
         "spec": asdict(SPEC),
         "steps": config.toy_steps,
+        "target_kl": config.toy_target_kl or None,
+        "max_steps": config.toy_max_steps if config.toy_target_kl else None,
         "seed": config.seed,
         "device": "cpu" if config.device == "auto" else config.device,
         "version": config.CACHE_VERSION,
@@ -185,9 +188,14 @@ def toy_model(
     """The trained toy's folder and training summary, trained on first use.
 
     Args:
-        config: The study's parameters (``seed``, ``toy_steps``, ``device``).
+        config: The study's parameters (``seed``, ``toy_steps``, ``toy_target_kl``,
+            ``toy_max_steps``, ``device``).
         root: The folder of trained toys (a cache's ``toys``, or a scratch folder).
         progress: Show the training's progress bar.
+
+    Raises:
+        ToyNotLearnedError: ``toy_max_steps`` was reached before the excess KL came down to
+            ``toy_target_kl`` (nothing is cached).
     """
     from workbench.analyses.concept_oscillation.train_toy import train_toy
 
@@ -199,9 +207,17 @@ def toy_model(
             out,
             steps=recipe["steps"],
             seed=recipe["seed"],
+            target_kl=recipe["target_kl"],
+            max_steps=recipe["max_steps"],
             device=recipe["device"],
             progress=progress,
         )
+        if summary["converged"] is False:
+            raise ToyNotLearnedError(
+                f"the toy decoder (seed {recipe['seed']}) did not reach its criterion within "
+                f"{recipe['max_steps']} steps: excess KL {summary['excess_kl']:.3f} nats, "
+                f"criterion <= {recipe['target_kl']}; raise toy_max_steps or toy_steps"
+            )
         atomic_write_json(out / TOY_SUMMARY, plain(summary))
 
     folder = trained(root, "toy-decoder", recipe, build)

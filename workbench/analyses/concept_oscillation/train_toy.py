@@ -111,25 +111,35 @@ def train_toy(
     steps: int,
     seed: int = 0,
     target_kl: float | None = None,
+    max_steps: int | None = None,
     device: str = "cpu",
     progress: bool = True,
 ) -> tuple[Path, dict[str, Any]]:
-    """Trains the toy and saves it as ``out/step-{steps}`` (model and tokenizer).
+    """Trains the toy: its schedule of ``steps``, then on until a criterion if one is given.
 
     Every :data:`EVAL_EVERY` steps the toy is measured against the Bayes-optimal predictor on
-    :data:`HELDOUT` held-out prompts (:func:`excess_kl`). With ``target_kl`` it trains to that
-    criterion: it stops at the first check where the excess KL is at most ``target_kl``, and
-    ``steps`` is the cap (the summary's ``stopped_at`` is then ``None`` and ``converged``
-    false; the caller decides whether that is an error).
+    :data:`HELDOUT` held-out prompts (:func:`excess_kl`). The schedule is ``steps`` steps of
+    warm-up and cosine decay to a tenth of :data:`LR`. With ``target_kl`` the toy is trained to
+    that criterion: the schedule always runs whole, and if the excess KL at its end is above
+    ``target_kl`` training goes on at the schedule's final learning rate until it is not, at
+    most to ``max_steps`` in all (the summary's ``converged`` is then false; the caller decides
+    whether that is an error). A toy that meets the criterion at the end of its schedule is
+    bitwise the toy of the schedule alone.
 
     The folder is written under a temporary name and renamed into place when training ends
     (:func:`workbench.train.train`), so an interrupted run leaves no half-written model.
+
+    Raises:
+        ValueError: ``max_steps`` without ``target_kl``, or below ``steps``.
 
     Returns:
         ``(folder, summary)``: the saved folder (``load_model`` takes ``out``) and the
         training summary (steps run, seconds, first and last losses, loss curve every 50
         steps, the excess KL and Bayes agreement at the end and their curve).
     """
+    if max_steps is not None and (target_kl is None or max_steps < steps):
+        raise ValueError(f"max_steps={max_steps} needs target_kl and at least steps={steps}")
+    cap = steps if target_kl is None or max_steps is None else max_steps
     tok = tokenizer(spec)
     ids = {token: i for i, token in enumerate(spec.vocab)}
     assert all(tok.convert_tokens_to_ids(t) == ids[t] for t in SPECIAL)
@@ -142,11 +152,13 @@ def train_toy(
         tok.save_pretrained(folder)
 
     config = TrainConfig(
-        steps=steps,
+        steps=cap,
         lr=LR,
         warmup=min(100, max(1, steps // 10)),
+        decay_steps=steps,
+        min_steps=steps,
         seed=seed,
-        checkpoints=(steps,),
+        checkpoints=(cap,),
         eval_every=EVAL_EVERY,
         device=device,
         # one thread: the same toy (and numbers) whatever the machine's core count; trained with
@@ -173,7 +185,8 @@ def train_toy(
     last = result.evals[-1].values
     summary = {
         "steps": result.steps,
-        "max_steps": steps,
+        "schedule_steps": steps,
+        "max_steps": cap,
         "target_kl": target_kl,
         "stopped_at": result.stopped_at,
         "converged": None if target_kl is None else last["excess_kl"] <= target_kl,
