@@ -287,11 +287,11 @@ def test_the_toy_trains_past_its_schedule_only_until_its_criterion(tmp_path):
     # a criterion above what the schedule reached: on at the floor, checked every 100 steps
     target = plain["excess_kl"] - 1e-3
     _, longer = train_toy.train_toy(
-        spec, tmp_path / "l", steps=30, seed=1, target_kl=target, max_steps=430, progress=False
+        spec, tmp_path / "l", steps=30, seed=1, target_kl=target, max_steps=130, progress=False
     )
-    assert longer["steps"] in (100, 200, 300, 400, 430) and longer["schedule_steps"] == 30
+    assert longer["steps"] in (100, 130) and longer["schedule_steps"] == 30
     assert longer["converged"] == (longer["excess_kl"] <= target)
-    assert longer["converged"] or longer["steps"] == 430
+    assert longer["converged"] or longer["steps"] == 130
     with pytest.raises(ValueError, match="max_steps=20 needs target_kl and at least steps=30"):
         train_toy.train_toy(spec, tmp_path / "x", steps=30, target_kl=0.2, max_steps=20)
 
