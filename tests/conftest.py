@@ -150,13 +150,26 @@ def workbench_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 LONG_FILES = (
     "browser/test_jupyterlab.py",
+    "analyses/acmas/test_acmas_study.py",
+    "runner/test_interrupts.py",
     "runner/test_sweep.py",
-    "test_wheel.py",
+    "analyses/acmas/test_acmas_claims.py",
+    "runner/test_replicate.py",
+    "display/test_study_reprs.py",
+    "analyses/concept_oscillation/test_concept_oscillation_claims.py",
+    "analyses/concept_oscillation/test_concept_oscillation_study.py",
+    "analyses/anisotropy/test_anisotropy_study.py",
+    "browser/test_tour.py",
     "runner/test_run.py",
+    "runner/test_demo_progress.py",
+    "browser/test_pages.py",
+    "test_wheel.py",
 )
-"""Test files that run for minutes, each as one unit under `--dist loadfile`: collected first, so
-the two workers start on them and the short files fill in around them (scheduled last, the
-JupyterLab file alone made a four-minute tail)."""
+"""The files that take longest (20-160 s each, measured with ``--junitxml`` on 2 cores, 2026-12-07),
+longest first. Under ``--dist loadfile`` each file is one unit and the workers take units in
+collection order, so longest-first keeps the two busy to the end (scheduled by directory, the
+JupyterLab file alone once made a four-minute tail, and later the AcMAS, interrupt and replicate
+files a one-to-two-minute one with the other worker idle)."""
 
 
 LAST_FILES = (
