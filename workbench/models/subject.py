@@ -132,9 +132,20 @@ class Subject:
 
         return subject_bundle(self, include, exclude)
 
+    @property
+    def weights(self) -> dict[str, Any] | None:
+        """Where the weights came from, when their folder records it (``weights.json``).
+
+        The embedded ``smollm2`` has one: the GGUF file, its sha256 and quantisation (its weights
+        are 4-bit-rounded, then dequantised); other models return ``None``.
+        """
+        from workbench.models.smollm2 import read_weights_record
+
+        return read_weights_record(self.source) if self.source else None
+
     def provenance(self) -> dict[str, Any]:
-        """What identifies this model in a results record."""
-        return {
+        """What identifies this model in a results record (with ``weights`` where recorded)."""
+        record = {
             "model": self.name,
             "revision": self.revision,
             "source": self.source,
@@ -144,3 +155,7 @@ class Subject:
             "d_model": self.d_model,
             "dtype": str(self.dtype).removeprefix("torch."),
         }
+        weights = self.weights
+        if weights is not None:
+            record["weights"] = weights
+        return record
