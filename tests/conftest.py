@@ -25,6 +25,8 @@ import tinymodels
 from support import chromium_or_skip
 
 ARCHS = ("gpt2", "gpt_neox", "llama", "qwen2", "bert")
+USER_HOME = os.environ.get("WORKBENCH_HOME")
+"""The workbench cache the suite was started with (tests move ``WORKBENCH_HOME`` elsewhere)."""
 
 
 @pytest.fixture
@@ -229,3 +231,52 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return len(LONG_FILES)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The converted SmolLM2 folder, in the cache the suite was started with.
+
+    The conversion (about 15 s) is keyed by the GGUF's sha256 and happens once per machine under
+    the cache's file lock, so every worker and later run shares it; tests only read it.
+    """
+    from workbench.models import smollm2
+
+    previous = os.environ.get("WORKBENCH_HOME")
+    _set_home(USER_HOME)
+    try:
+        return smollm2.ensure_smollm2()
+    finally:
+        _set_home(previous)
+
+
+def _set_home(value: str | None) -> None:
+    if value is None:
+        os.environ.pop("WORKBENCH_HOME", None)
+    else:
+        os.environ["WORKBENCH_HOME"] = value
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_dir: Path):
+    """The embedded SmolLM2 (float32, CPU), loaded once per worker; tests must not edit it."""
+    from workbench import load_model
+
+    subject = load_model(smollm2_dir, device="cpu")
+    assert subject.n_layers == 30 and subject.d_model == 576
+    return subject
+
+
+@pytest.fixture(scope="session")
+def _smollm2_home_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("smollm2-home")
+    (home / "smollm2").mkdir()
+    (home / "smollm2" / smollm2_dir.name).symlink_to(smollm2_dir, target_is_directory=True)
+    return home
+
+
+@pytest.fixture
+def smollm2_home(_smollm2_home_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``WORKBENCH_HOME`` where the name ``smollm2`` loads the converted folder (no new one)."""
+    monkeypatch.setenv("WORKBENCH_HOME", str(_smollm2_home_dir))
+    return _smollm2_home_dir
