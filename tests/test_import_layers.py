@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # readouts; the README's layout says why it moved).
     ("train",),
     ("models",),  # load_model, Subject, minilm, tiny-lm
-    ("capturing", "store", "inputs", "backends"),  # capture() and the ActivationStore
+    ("capturing", "store", "inputs", "backends", "textcache"),  # capture(), the stores
     ("geometry", "lens", "probes", "interventions"),  # metrics, readouts, edits
     ("explore",),  # anywidget explorers over lenses, patching and activations
     ("analyses",),  # one package per study

@@ -15,7 +15,11 @@ A position selection (the ``positions=`` argument of the edits) is one of:
 
 * ``"all"``: every real token of every pass (the prompt, then each generated token);
 * ``"last"``: the last real token of each text in each pass, so the prompt's last token and then
-  every generated token (each is the last one when it is computed);
+  every generated token (each is the last one when it is computed). Without the KV cache
+  (``use_cache=False``) every pass recomputes the whole text and only its newest token is edited,
+  so earlier generated tokens lose their edit: cached and uncached generation then differ. To
+  edit the same tokens in both, pass a ``(batch, n)`` mask that is true from each prompt's last
+  token on;
 * an ``int`` or a sequence of ``int``: those token positions; negative ones count back from the
   text's length as it stands in the pass (``-1`` is the same as ``"last"``);
 * a boolean mask, ``(n,)`` for every text or ``(batch, n)`` one row per text: token positions

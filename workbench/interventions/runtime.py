@@ -100,6 +100,8 @@ def intervene(
 
     model = subject.model
     roots = [model] if model.base_model is model else [model, model.base_model]
+    depth = getattr(model, EDITING, 0)
+    setattr(model, EDITING, depth + 1)
     try:
         with (
             call_hooks(roots, before, after),
@@ -110,6 +112,20 @@ def intervene(
     finally:
         stash.clear()
         passes.clear()
+        if depth:
+            setattr(model, EDITING, depth)
+        else:
+            delattr(model, EDITING)
+
+
+EDITING = "_workbench_interventions"
+"""Attribute a model carries, counting the :func:`intervene` blocks open on it (absent at 0), so
+that code caching the unedited model's activations can refuse an edited one."""
+
+
+def is_edited(model: Any) -> bool:
+    """Whether an :func:`intervene` block is open on ``model``."""
+    return bool(getattr(model, EDITING, 0))
 
 
 def _skips(chain: Sequence[Edit]) -> bool:

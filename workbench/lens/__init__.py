@@ -8,6 +8,8 @@ distribution, so one can watch the prediction form layer by layer:
 - :func:`last_block_lens`: ``h_l`` through the *last block*, then the norm and unembedding; the
   block is run inside the model's real forward pass (an edit hook replaces its input), so its
   attention masks and rotary/position arguments are the model's own.
+- :func:`activations_lens` / :meth:`TunedLens.read`: the same readouts on activations already
+  captured (or read from a cache), at every row or a sample of rows, with no forward pass.
 - :class:`TunedLens` / :func:`tuned_lens` (Belrose et al. 2023, "Eliciting Latent Predictions
   from Transformers with the Tuned Lens", arXiv 2303.08112): an affine translator per layer,
   trained to minimise KL(final || lens), in front of the same head. It corrects the change of
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 from workbench.lens.core import LensError
 from workbench.lens.figures import compare_figure
-from workbench.lens.readouts import last_block_lens, logit_lens
+from workbench.lens.readouts import activations_lens, last_block_lens, logit_lens
 from workbench.lens.results import LensResult
 from workbench.lens.training import TunedLensTraining
 from workbench.lens.tuned import TunedLens, tuned_lens
@@ -49,6 +51,7 @@ __all__ = [
     "LensResult",
     "TunedLens",
     "TunedLensTraining",
+    "activations_lens",
     "compare_figure",
     "last_block_lens",
     "logit_lens",

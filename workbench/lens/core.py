@@ -181,7 +181,7 @@ def select_rows(offsets: np.ndarray, token_ids: np.ndarray, positions: PositionS
     """
     offsets = np.asarray(offsets, dtype=np.int64)
     token_ids = np.asarray(token_ids, dtype=np.int64)
-    index, text, pos = [], [], []
+    index: list[int] = []
     for i in range(len(offsets) - 1):
         n = int(offsets[i + 1] - offsets[i])
         if positions == "all":
@@ -197,17 +197,33 @@ def select_rows(offsets: np.ndarray, token_ids: np.ndarray, positions: PositionS
                 picked.append(int(p) % n)
             picked = sorted(set(picked))
         index += [int(offsets[i]) + p for p in picked]
-        text += [i] * len(picked)
-        pos += picked
-    index_a = np.asarray(index, dtype=np.int64)
-    ends = offsets[1:][np.asarray(text, dtype=np.int64)]
+    return rows_at(offsets, token_ids, np.asarray(index, dtype=np.int64))
+
+
+def rows_at(offsets: np.ndarray, token_ids: np.ndarray, index: np.ndarray) -> Rows:
+    """The :class:`Rows` of explicit capture rows ``index`` (ascending), e.g. a random sample.
+
+    Raises:
+        LensError: An index outside the capture, or not strictly ascending.
+    """
+    offsets = np.asarray(offsets, dtype=np.int64)
+    token_ids = np.asarray(token_ids, dtype=np.int64)
+    index_a = np.asarray(index, dtype=np.int64).reshape(-1)
+    n_rows = int(offsets[-1])
+    if len(index_a) and (index_a.min() < 0 or index_a.max() >= n_rows):
+        raise LensError(f"row indices must lie in [0, {n_rows}) (the capture's rows)")
+    if np.any(np.diff(index_a) <= 0):
+        raise LensError("row indices must be strictly ascending")
+    text_a = np.searchsorted(offsets, index_a, side="right") - 1
+    pos = index_a - offsets[text_a]
+    ends = offsets[1:][text_a]
     has_next = index_a + 1 < ends
     next_ids = np.where(has_next, token_ids[np.minimum(index_a + 1, len(token_ids) - 1)], -1)
-    counts = np.bincount(np.asarray(text, dtype=np.int64), minlength=len(offsets) - 1)
+    counts = np.bincount(text_a, minlength=len(offsets) - 1)
     return Rows(
         index=index_a,
-        text=np.asarray(text, dtype=np.int64),
-        position=np.asarray(pos, dtype=np.int64),
+        text=text_a.astype(np.int64),
+        position=pos.astype(np.int64),
         token_ids=token_ids[index_a],
         next_ids=next_ids.astype(np.int64),
         offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),

@@ -28,13 +28,16 @@ from torch import Tensor
 from workbench.capturing import Activations, capture
 from workbench.hooking import edit_hooks, read_hooks
 from workbench.lens.core import (
+    LensError,
     LogitsFn,
     PositionSpec,
     Request,
     Rows,
+    chunks,
     collect_stats,
     decode,
     prepare,
+    rows_at,
     select_rows,
 )
 from workbench.lens.results import LensResult
@@ -182,6 +185,72 @@ def decoded_lens(
 
     stats = collect_stats(request, rows, final, layer_logits)
     return build_result(name, subject, request, rows, stats, meta)
+
+
+def activations_lens(
+    subject: Subject,
+    acts: Activations,
+    *,
+    translate: Translate | None = None,
+    name: str = "logit",
+    layers: str | int | Sequence[int] = "all",
+    rows: np.ndarray | None = None,
+    top_k: int = 5,
+    target: str | int | None = None,
+    meta: dict[str, Any] | None = None,
+) -> LensResult:
+    """A lens on activations already captured: no forward pass of the model.
+
+    The model's own output at each row is decoded from the last layer's ``resid_post`` through
+    the same final norm and unembedding (for the pre-norm decoders the hook files describe,
+    that is the model's output), so ``acts`` needs ``resid_post`` at the requested layers and at
+    the last one. Use it to read many lenses, or many samples of rows, off one capture or off an
+    activation cache.
+
+    Args:
+        subject: The model the activations come from.
+        acts: In-memory :class:`~workbench.capturing.Activations` (every token of each text).
+        translate: ``(layer, h) -> h'`` before decoding (a tuned lens's ``translate``), or
+            ``None`` for the logit lens.
+        name: The lens's name in the result.
+        layers: ``resid_post`` layers to read.
+        rows: Capture rows to read (ascending), e.g. a random sample of positions; ``None``:
+            every row.
+        top_k: Top tokens kept per cell.
+        target: A token whose rank and probability are reported.
+        meta: Extra entries for the result's ``meta``.
+
+    Raises:
+        LensError: No unembedding, a missing layer in ``acts``, bad rows or ``top_k``.
+    """
+    request = prepare(subject, layers, "all", top_k, target)
+    last = subject.n_layers - 1
+    wanted = sorted({*request.layers, last})
+    missing = [layer for layer in wanted if f"resid_post.{layer}" not in acts.sites]
+    if missing:
+        raise LensError(f"the activations lack resid_post at layers {missing}")
+    offsets, token_ids = acts.offsets.numpy(), acts.token_ids.numpy()
+    index = np.arange(int(offsets[-1])) if rows is None else np.asarray(rows, dtype=np.int64)
+    picked = rows_at(offsets, token_ids, index)
+    take = torch.from_numpy(picked.index)
+    with torch.inference_mode():
+        top = acts[f"resid_post.{last}"][take]
+        final = torch.cat(
+            [decode(subject, request.norm, request.unembed, top[s]) for s in _slices(request, top)]
+        )
+
+    def layer_logits(layer: int) -> LogitsFn:
+        h = acts[f"resid_post.{layer}"][take]
+        if translate is None:
+            return lambda s: decode(subject, request.norm, request.unembed, h[s])
+        return lambda s: decode(subject, request.norm, request.unembed, translate(layer, h[s]))
+
+    stats = collect_stats(request, picked, final, layer_logits)
+    return build_result(name, subject, request, picked, stats, dict(meta or {}))
+
+
+def _slices(request: Request, rows: Tensor) -> list[slice]:
+    return chunks(len(rows), request.vocab_size)
 
 
 def build_result(

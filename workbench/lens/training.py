@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -34,6 +35,14 @@ class TunedLensTraining:
         optimizer: ``"sgd"`` (the paper's) or ``"adam"``.
         seed: Seed of the row order.
         clip: Gradient norm clip.
+        init: Where the translators start: ``"identity"`` (the paper's: the logit lens) or
+            ``"least_squares"``: each layer's affine map fitted in closed form to the last
+            layer's residual on the same rows (the linear shortcut of Din et al. 2023, arXiv
+            2303.09435), which the KL steps (if any) then refine. On a real LM the KL steps cost
+            a full-vocabulary softmax per row, layer and step; the closed form costs one
+            ``(d+1) x (d+1)`` solve per layer.
+        ridge: For ``"least_squares"``: the penalty, as a share of the mean variance of the
+            inputs (a small one keeps the solve well posed when rows are few).
     """
 
     steps: int = 250
@@ -44,12 +53,23 @@ class TunedLensTraining:
     optimizer: Literal["sgd", "adam"] = "sgd"
     seed: int = 0
     clip: float = 1.0
+    init: Literal["identity", "least_squares"] = "identity"
+    ridge: float = 1e-3
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.batch_tokens < 1:
+        if self.init not in ("identity", "least_squares"):
+            raise LensError(f"unknown init {self.init!r}; use 'identity' or 'least_squares'")
+        least = 0 if self.init == "least_squares" else 1
+        if self.steps < least or self.batch_tokens < 1:
             raise LensError(
-                f"steps and batch_tokens must be at least 1, got {self.steps}, {self.batch_tokens}"
+                f"steps must be at least {least} (0 only with init='least_squares') and "
+                f"batch_tokens at least 1, got {self.steps}, {self.batch_tokens}"
             )
+        if (
+            not (isinstance(self.ridge, int | float) and math.isfinite(self.ridge))
+            or self.ridge < 0
+        ):
+            raise LensError(f"ridge must be a number >= 0, got {self.ridge!r}")
         if self.optimizer not in ("sgd", "adam"):
             raise LensError(f"unknown optimizer {self.optimizer!r}; use 'sgd' or 'adam'")
         for name in ("lr", "clip"):
@@ -61,6 +81,41 @@ class TunedLensTraining:
                 f"momentum must be in [0, 1) and weight_decay >= 0, got {self.momentum}, "
                 f"{self.weight_decay}"
             )
+
+
+def least_squares_translators(
+    rows: list[Tensor], ridge: float
+) -> tuple[Float[Tensor, "layer d d"], Float[Tensor, "layer d"]]:
+    """Each layer's affine map to the last layer's residual, by ridge-regularised least squares.
+
+    For layer ``l`` it solves ``min ||(X_l - mean) B + mean_Y - Y||^2 + lam ||B||^2`` in float64,
+    where ``Y`` is the last layer's rows and ``lam`` is ``ridge`` times the mean variance of
+    ``X_l`` (the intercept is not penalised), and returns it in the translator's form
+    ``T_l(h) = h + h @ W_l.T + b_l``: ``W_l = B.T - I``. The last layer's map is the identity.
+
+    Args:
+        rows: ``resid_post`` rows of every layer, each (n_rows, d_model), same rows in each.
+        ridge: The penalty's share of the mean input variance.
+
+    Returns:
+        ``(weight, bias)`` of shapes (n_layers, d, d) and (n_layers, d), float32.
+    """
+    n_layers, d = len(rows), rows[0].shape[1]
+    weight = torch.zeros(n_layers, d, d)
+    bias = torch.zeros(n_layers, d)
+    y = rows[-1].to(torch.float64)
+    y_mean = y.mean(0)
+    eye = torch.eye(d, dtype=torch.float64)
+    for layer in range(n_layers - 1):
+        x = rows[layer].to(torch.float64)
+        x_mean = x.mean(0)
+        xc = x - x_mean
+        gram = xc.T @ xc
+        lam = ridge * float(gram.diagonal().mean())
+        b = torch.linalg.solve(gram + lam * eye, xc.T @ (y - y_mean))
+        weight[layer] = (b.T - eye).to(torch.float32)
+        bias[layer] = (y_mean - x_mean @ b).to(torch.float32)
+    return weight, bias
 
 
 def fit_translators(
@@ -89,12 +144,16 @@ def fit_translators(
     trainable = list(range(n_layers - 1))
     weight = torch.zeros(n_layers, d, d)
     bias = torch.zeros(n_layers, d)
-    curves: dict[str, Any] = {"trained_layers": trainable}
+    curves: dict[str, Any] = {"trained_layers": trainable, "init": settings.init}
     if not trainable:
         return weight, bias, curves
+    if settings.init == "least_squares":
+        weight, bias = least_squares_translators(rows, settings.ridge)
+        if settings.steps == 0:
+            return weight, bias, curves
     device = subject.device
-    w = torch.zeros(len(trainable), d, d, device=device, requires_grad=True)
-    b = torch.zeros(len(trainable), d, device=device, requires_grad=True)
+    w = weight[trainable].clone().to(device).requires_grad_(True)
+    b = bias[trainable].clone().to(device).requires_grad_(True)
     s = settings
     if s.optimizer == "sgd":
         opt: torch.optim.Optimizer = torch.optim.SGD(

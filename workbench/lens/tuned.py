@@ -38,9 +38,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from workbench.capturing import capture
+from workbench.capturing import Activations, capture
 from workbench.lens.core import LensError, PositionSpec, lens_sites, prepare
-from workbench.lens.readouts import decoded_lens
+from workbench.lens.readouts import activations_lens, decoded_lens
 from workbench.lens.results import LensResult
 from workbench.lens.training import TunedLensTraining, fit_translators
 from workbench.models.subject import Subject
@@ -137,15 +137,9 @@ class TunedLens:
             LensError: No unembedding, or an unknown or bad hyperparameter.
             InputError: Empty or unreadable texts.
         """
-        known = set(TunedLensTraining.__dataclass_fields__)
-        unknown = sorted(set(hyperparameters) - known)
-        if unknown:
-            raise LensError(
-                f"unknown hyperparameter(s) {unknown}; accepted: {', '.join(sorted(known))}"
-            )
-        settings = TunedLensTraining(**hyperparameters)
-        norm, unembed = lens_sites(subject)
         started = time.time()
+        settings = _settings(hyperparameters)
+        lens_sites(subject)
         acts = capture(
             subject,
             texts,
@@ -156,13 +150,55 @@ class TunedLens:
             batch_size=batch_size,
             progress=progress,
         )
+        source = str(texts) if isinstance(texts, str | os.PathLike) else "in-memory texts"
+        return cls._fit(subject, acts, settings, progress, source, max_length, started)
+
+    @classmethod
+    def fit(
+        cls, subject: Subject, acts: Activations, *, progress: bool = False, **hyperparameters: Any
+    ) -> TunedLens:
+        """Trains the translators on activations already captured (no forward pass of the model).
+
+        Args:
+            subject: The model the activations come from (its head decodes them).
+            acts: ``resid_post`` at every layer, e.g. ``capture(subject, texts,
+                sites="resid_post", layers="all")``, or rows read from a cache.
+            progress: Show a progress bar.
+            **hyperparameters: Fields of :class:`TunedLensTraining`.
+
+        Raises:
+            LensError: No unembedding, a layer missing from ``acts``, or a bad hyperparameter.
+        """
+        settings = _settings(hyperparameters)
+        missing = [
+            layer for layer in range(subject.n_layers) if f"resid_post.{layer}" not in acts.sites
+        ]
+        if missing:
+            raise LensError(
+                f"a tuned lens trains on resid_post at every layer; the activations lack layers "
+                f"{missing[:5]}{'...' if len(missing) > 5 else ''}"
+            )
+        return cls._fit(subject, acts, settings, progress, "activations", None, time.time())
+
+    @classmethod
+    def _fit(
+        cls,
+        subject: Subject,
+        acts: Activations,
+        settings: TunedLensTraining,
+        progress: bool,
+        source: str,
+        max_length: int | None,
+        started: float,
+    ) -> TunedLens:
+        norm, unembed = lens_sites(subject)
         rows = [acts[f"resid_post.{layer}"] for layer in range(subject.n_layers)]
         weight, bias, curves = fit_translators(subject, norm, unembed, rows, settings, progress)
         digest = hashlib.sha256()
         digest.update(acts.offsets.numpy().astype("int64").tobytes())
         digest.update(acts.token_ids.numpy().astype("int64").tobytes())
         training = {
-            "texts": str(texts) if isinstance(texts, str | os.PathLike) else "in-memory texts",
+            "texts": source,
             "n_texts": len(acts.offsets) - 1,
             "n_tokens": int(acts.offsets[-1]),
             "input_hash": digest.hexdigest(),
@@ -197,6 +233,20 @@ class TunedLens:
     def apply(self, subject: Subject, inputs: Any, **options: Any) -> LensResult:
         """Same as :func:`tuned_lens` with this lens."""
         return tuned_lens(subject, inputs, self, **options)
+
+    def read(self, subject: Subject, acts: Activations, **options: Any) -> LensResult:
+        """This lens on activations already captured (see :func:`~workbench.lens.activations_lens`).
+
+        Args:
+            subject: The model the activations come from.
+            acts: ``resid_post`` at the layers read and at the last one.
+            **options: ``layers``, ``rows``, ``top_k``, ``target`` as in ``activations_lens``.
+        """
+        self.check(subject)
+        meta = {"tuned_lens": {k: self.manifest.get(k) for k in ("model", "revision", "training")}}
+        return activations_lens(
+            subject, acts, translate=self.translate, name="tuned", meta=meta, **options
+        )
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         """Writes ``translators.safetensors``, then ``tuned_lens.json``, each atomically.
@@ -281,6 +331,16 @@ def tuned_lens(
     kw = dict(n_texts=n_texts, max_length=max_length, batch_size=batch_size, progress=progress)
     meta = {"tuned_lens": {k: lens.manifest.get(k) for k in ("model", "revision", "training")}}
     return decoded_lens("tuned", subject, inputs, request, lens.translate, kw, meta)
+
+
+def _settings(hyperparameters: dict[str, Any]) -> TunedLensTraining:
+    known = set(TunedLensTraining.__dataclass_fields__)
+    unknown = sorted(set(hyperparameters) - known)
+    if unknown:
+        raise LensError(
+            f"unknown hyperparameter(s) {unknown}; accepted: {', '.join(sorted(known))}"
+        )
+    return TunedLensTraining(**hyperparameters)
 
 
 def _manifest(
