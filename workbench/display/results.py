@@ -344,6 +344,17 @@ def steering_bundle(
         + f"<div style='margin:4px 0;font-weight:600'>{H.esc(head)}</div>"
         + H.table(["scale", "|effect|", "effect", "random (mean)"], rows)
     )
+    if getattr(result, "generated", 0):
+        body += H.note(
+            f"generation: {result.generated} greedy tokens a prompt at the largest scale; "
+            f"share of word-starting tokens {H.fmt(result.gen_base)}, steered "
+            f"{H.fmt(result.gen_effect)} more, random vectors at most "
+            f"{H.fmt(result.gen_random_max)} more"
+        )
+        body += H.table(
+            ["prompt", "unsteered", "steered"],
+            [tuple(example) for example in result.gen_examples],
+        )
     record = provenance_record(model, revision, [f"resid_post.{result.layer}"])
     html = H.card("SteeringResult", f"layer {result.layer}", body, footer(record))
     lines = [

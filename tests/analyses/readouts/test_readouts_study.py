@@ -28,9 +28,13 @@ def config(tiny_lm_dir):
         tuned_texts=48,
         tuned_steps=80,
         max_length=24,
+        lens="logit,last_block,tuned",
+        lens_rows=None,
         probe_cv=3,
         probe_seeds=2,
         steer_random=2,
+        steer_texts=6,
+        steer_new_tokens=4,
         device="cpu",
     )
 
@@ -65,6 +69,10 @@ def test_metrics_keys_and_values(study):
     ):
         assert 0 <= acc <= 1 and 0 <= ctrl <= 1 and sel == pytest.approx(acc - ctrl, abs=1e-9)
     assert result.steering.effect[0] == 0.0 and len(result.steering.random) == 2
+    steer = result.steering
+    assert steer.generated == 4 and len(steer.gen_random) == 2 and len(steer.gen_examples) == 3
+    assert 0 <= steer.gen_base <= 1 and -1 <= steer.gen_effect <= 1
+    assert m["steering_generation_random_max"] == max(steer.gen_random)
     gaps = [t - g for t, g in zip(m["kl_tuned_by_layer"], m["kl_logit_by_layer"], strict=True)]
     assert m["kl_tuned_minus_logit_max"] == max(gaps[:-1])  # every layer but the last
     randoms = [r[-1] for r in result.steering.random]
@@ -77,15 +85,17 @@ def test_steering_effect_equals_a_hand_written_hook(config, study):
     result, _ = study
     subject = load_model(config.model, device="cpu")
     _, held = collect.texts(config)
-    sample = held[: collect.STEER_TEXTS]
+    sample = held[: config.steer_texts]
     site = subject.site(f"resid_post.{result.steering.layer}")
-    acts = collect.capture(subject, sample, sites=site.name, max_length=config.max_length)
+    acts = collect.capture(subject, held, sites=site.name, max_length=24, batch_size=1)
     vocab = collect.pieces(subject)
     keep, labels, _ = compute.probe_labels(
         acts.offsets.numpy(), acts.token_ids.numpy(), vocab, "word_start"
     )
-    x = acts[site.name][torch.from_numpy(keep)].double()
-    on = torch.from_numpy(labels.astype(bool))
+    not_first = np.ones(len(keep), dtype=bool)
+    not_first[acts.offsets.numpy()[:-1]] = False  # each text's first position is left out
+    x = acts[site.name][torch.from_numpy(keep & not_first)].double()
+    on = torch.from_numpy(labels[not_first[keep]].astype(bool))
     vector = (x[on].mean(0) - x[~on].mean(0)).float()
     assert float(vector.norm()) == pytest.approx(result.steering.norm, rel=1e-5)
     word = torch.tensor([compute.starts_word(p) for p in vocab])
@@ -109,6 +119,29 @@ def test_steering_effect_equals_a_hand_written_hook(config, study):
 
     shift = mean_mass(config.steer_scale) - mean_mass(0.0)
     assert result.steering.effect_at_max == pytest.approx(shift, rel=1e-4, abs=1e-7)
+
+
+def test_seeds_resample_the_texts_and_first_keeps_the_source_order(config):
+    train0, held0 = collect.texts(config)
+    _, held1 = collect.texts(replace(config, seed=1))
+    assert len(train0) == 48 and len(held0) == 24 and not set(train0) & set(held0)
+    assert held0 != held1 and collect.texts(config) == (train0, held0)
+    first = replace(config, text_sampling="first")
+    assert collect.texts(first) == collect.texts(replace(first, seed=1))
+    pool = collect.read_texts(config.text_source, 72)
+    assert collect.texts(first) == (pool[:48], pool[48:])
+
+
+def test_lens_rows_sample_positions_with_a_next_token(config, study):
+    subject = load_model(config.model, device="cpu")
+    _, held = collect.texts(config)
+    acts = collect.activations(subject, held, config)
+    rows = collect.lens_rows(acts, replace(config, lens_rows=50))
+    ends = set((acts.offsets.numpy()[1:] - 1).tolist())
+    assert len(rows) == 50 and np.all(np.diff(rows) > 0) and not ends & set(rows.tolist())
+    again = collect.lens_rows(acts, replace(config, lens_rows=50, seed=1))
+    assert not np.array_equal(rows, again)
+    assert collect.lens_rows(acts, config) is None
 
 
 def test_a_rerun_from_the_cache_loads_no_model(config, study, forbid_model_loading):

@@ -106,6 +106,21 @@ def steering(result: ReadoutsResult) -> go.Figure:
     )
     fig.update_xaxes(title_text=f"scale (vector norm {s.norm:.2f})")
     fig.update_yaxes(title_text="Δ P(next token starts a word)")
+    if s.generated:
+        fig.add_annotation(
+            text=(
+                f"generation ({s.generated} greedy tokens a prompt, scale {s.scales[-1]:g}): "
+                f"word starts {s.gen_base:.3f} → Δ {s.gen_effect:+.3f}; random vectors "
+                f"Δ ≤ {s.gen_random_max:+.3f}"
+            ),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=1.0,
+            yanchor="bottom",
+            showarrow=False,
+            font={"size": 11},
+        )
     return style(fig, title=f"steering at resid_post.{s.layer} (base mass {s.base_mass:.3f})")
 
 

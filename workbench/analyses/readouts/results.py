@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from workbench.arrays import finite_or_none
 from workbench.display.studies import study_bundle, study_text
 from workbench.errors import InputError
 from workbench.lens import LensResult
@@ -79,6 +80,12 @@ class SteeringResult:
         random: The same for each random vector, ``(n_random, n_scales)``.
         base_mass: The unsteered model's mean word-start mass.
         n_rows: Positions averaged.
+        generated: Tokens generated in each run of the generation test (0: not run).
+        gen_base: Share of word-starting tokens among the unsteered model's greedy
+            continuations (``nan`` when not run).
+        gen_effect: Change of that share under the steering vector at the largest scale.
+        gen_random: The same for each random vector of the same norm.
+        gen_examples: A few ``(prompt, unsteered, steered)`` continuations, as text.
     """
 
     layer: int
@@ -88,15 +95,29 @@ class SteeringResult:
     random: tuple[tuple[float, ...], ...]
     base_mass: float
     n_rows: int
+    generated: int = 0
+    gen_base: float = float("nan")
+    gen_effect: float = float("nan")
+    gen_random: tuple[float, ...] = ()
+    gen_examples: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scales", tuple(float(s) for s in self.scales))
         object.__setattr__(self, "effect", tuple(float(s) for s in self.effect))
         object.__setattr__(self, "random", tuple(tuple(float(x) for x in r) for r in self.random))
+        object.__setattr__(self, "gen_random", tuple(float(x) for x in self.gen_random))
+        object.__setattr__(
+            self, "gen_examples", tuple(tuple(str(x) for x in e) for e in self.gen_examples)
+        )
+        for name in ("gen_base", "gen_effect"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, float("nan") if value is None else float(value))
         if len(self.effect) != len(self.scales) or any(
             len(r) != len(self.scales) for r in self.random
         ):
             raise InputError("steering effects do not match the scales")
+        if any(len(e) != 3 for e in self.gen_examples):
+            raise InputError("each generation example is (prompt, unsteered, steered)")
 
     @property
     def effect_at_max(self) -> float:
@@ -113,14 +134,37 @@ class SteeringResult:
         """The largest effect of any random vector at the largest scale."""
         return float(max(r[-1] for r in self.random)) if self.random else float("nan")
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The notebook card: effect by scale, the generation test and its continuations."""
+        from workbench.display.results import steering_bundle
+
+        return steering_bundle(self, include, exclude)
+
+    @property
+    def gen_random_max(self) -> float:
+        """The largest generation effect of any random vector (``nan`` when not run)."""
+        return float(max(self.gen_random)) if self.gen_random else float("nan")
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {**asdict(self), "random": [list(r) for r in self.random]}
+        """JSON-ready form (also the cache format; ``nan`` is written as ``None``)."""
+        data = {**asdict(self), "random": [list(r) for r in self.random]}
+        for name in ("gen_base", "gen_effect"):
+            data[name] = finite_or_none(data[name])
+        data["gen_random"] = list(self.gen_random)
+        data["gen_examples"] = [list(e) for e in self.gen_examples]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SteeringResult:
         """Inverse of :meth:`to_dict`."""
-        return cls(**{**data, "random": tuple(tuple(r) for r in data["random"])})
+        return cls(
+            **{
+                **data,
+                "random": tuple(tuple(r) for r in data["random"]),
+                "gen_random": tuple(data.get("gen_random", ())),
+                "gen_examples": tuple(tuple(e) for e in data.get("gen_examples", ())),
+            }
+        )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, ReadoutsResult, SteeringResult
 from workbench.arrays import finite_or_none
 from workbench.cache import UnitCache
+from workbench.capturing import Activations
 from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.lens import LensResult
 from workbench.models import Subject
@@ -40,6 +41,9 @@ METRIC_KEYS = (
     "steering_effect",
     "steering_effect_random",
     "steering_effect_random_max",
+    "steering_generation_base",
+    "steering_generation_effect",
+    "steering_generation_random_max",
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
 
@@ -65,6 +69,13 @@ CLAIMS = (
         "steering_effect_random_max",
         paper="difference-of-means steering vs random directions",
     ),
+    Claim(
+        "steering changes what the model writes more than every random vector of the same norm",
+        "steering_generation_effect",
+        ">",
+        "steering_generation_random_max",
+        paper="activation addition changes generations (Turner et al. 2023)",
+    ),
 )
 """The paper effects the default must show (see :mod:`workbench.claims`)."""
 
@@ -85,20 +96,27 @@ def run(
     key = config.key()
     cache = UnitCache(cache_dir, key)
     train_texts, held = collect.texts(config)
-    loaded: dict[str, Subject] = {}
+    loaded: dict[str, Any] = {}
 
     def subject() -> Subject:
         if "s" not in loaded:
             loaded["s"] = collect.load(config)
         return loaded["s"]
 
+    def held_acts() -> Activations:
+        if "held" not in loaded:
+            loaded["held"] = collect.activations(subject(), held, config)
+        return loaded["held"]
+
     def curve(lens: str) -> Callable[[], LensCurve]:
         def compute() -> LensCurve:
             tuned = None
             if lens == "tuned":
                 folder = collect.lens_folder(cache_dir, key)
-                tuned = collect.tuned_lens(subject(), train_texts, config, folder)
-            return collect.lens_curve(subject(), lens, held, config, tuned)
+                train = collect.activations(subject(), train_texts, config)
+                tuned = collect.tuned_lens(subject(), train, config, folder)
+                del train
+            return collect.lens_curve(subject(), lens, held, held_acts(), config, tuned)
 
         return compute
 
@@ -111,10 +129,12 @@ def run(
         heat = collect.heatmap(subject(), held, config)
         cache.save("heatmap", heat.to_dict(full=True))
     probe = cache.get(
-        "probe", lambda: collect.probe(subject(), held, config), ProbeSweepResult.from_dict
+        "probe", lambda: collect.probe(subject(), held_acts(), config), ProbeSweepResult.from_dict
     )
     steering = cache.get(
-        "steering", lambda: collect.steering(subject(), held, config), SteeringResult.from_dict
+        "steering",
+        lambda: collect.steering(subject(), held, held_acts(), config),
+        SteeringResult.from_dict,
     )
     revision = heat.revision
     return ReadoutsResult(config.model, revision, curves, heat, probe, config.probe_task, steering)
@@ -159,6 +179,9 @@ def metrics(result: ReadoutsResult) -> dict[str, Any]:
         "steering_effect": result.steering.effect_at_max,
         "steering_effect_random": result.steering.random_at_max,
         "steering_effect_random_max": finite_or_none(result.steering.random_max_at_max),
+        "steering_generation_base": finite_or_none(result.steering.gen_base),
+        "steering_generation_effect": finite_or_none(result.steering.gen_effect),
+        "steering_generation_random_max": finite_or_none(result.steering.gen_random_max),
     }
 
 
