@@ -1,9 +1,10 @@
 """The readouts study's paper claims (``CLAIMS``) on the default tiny-lm at test size, seeds 0-2.
 
-The claims are the default's: the model is the embedded ``tiny-lm`` itself (the session's small
-tiny-lm, 50 steps at width 32, has barely left the unigram stage: its probe is near chance and
-steering moves nothing). Only the study is shrunk: fewer texts, a shorter tuned-lens training,
-one probe repetition, four random vectors. CI reruns this file under PyTorch's scalar kernels
+The model is the embedded ``tiny-lm`` itself (the session's small tiny-lm, 50 steps at width
+32, has barely left the unigram stage: its probe is near chance and steering moves nothing), with
+the settings a model this small affords: the source's first texts, the paper's KL-trained tuned
+lens from the identity, every lens position, the three lenses. Only the study is shrunk: fewer
+texts, a shorter tuned-lens training, one probe repetition, four random vectors. CI reruns this file under PyTorch's scalar kernels
 (``ATEN_CPU_CAPABILITY=default``).
 
 A study seed changes the tuned lens, the probe's folds and control labels and the random
@@ -27,13 +28,20 @@ pytestmark = [pytest.mark.claims, pytest.mark.slow, pytest.mark.timeout(1800)]
 SEEDS = (0, 1, 2)
 CONFIG = ro.ReadoutsConfig(
     model="tiny-lm",
+    text_sampling="first",
     n_texts=48,
     tuned_texts=96,
+    tuned_init="identity",
     tuned_steps=100,
     max_length=32,
+    lens="logit,last_block,tuned",
+    lens_rows=None,
     probe_cv=3,
     probe_seeds=1,
+    steer_scale=4.0,
     steer_random=4,
+    steer_texts=48,
+    steer_new_tokens=16,
     device="cpu",
 )
 
@@ -49,11 +57,11 @@ def shared_curves():
     curves = {}
     lens_curve = collect.lens_curve
 
-    def cached(subject, lens, held, config, tuned):
+    def cached(subject, lens, held, held_acts, config, tuned):
         if lens == "tuned":
-            return lens_curve(subject, lens, held, config, tuned)
+            return lens_curve(subject, lens, held, held_acts, config, tuned)
         if lens not in curves:
-            curves[lens] = lens_curve(subject, lens, held, config, tuned)
+            curves[lens] = lens_curve(subject, lens, held, held_acts, config, tuned)
         return curves[lens]
 
     with pytest.MonkeyPatch.context() as patch:
