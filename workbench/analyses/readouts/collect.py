@@ -31,7 +31,7 @@ from workbench.probes import ProbeSweepResult, probe_sweep
 from workbench.seeds import rng
 from workbench.textcache import TextCache
 
-SCALE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
+SCALE_FRACTIONS = (0.0, 0.5, 1.0)
 """The steering scales, as fractions of ``steer_scale``."""
 HEATMAP_TOKENS = 24
 """Positions of the heatmap's text."""

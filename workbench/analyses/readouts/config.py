@@ -86,7 +86,7 @@ class ReadoutsConfig(StudyConfig):
     tuned_steps: int = 0
     max_length: int = 32
     lens: str = "logit,tuned"
-    lens_rows: int | None = 256
+    lens_rows: int | None = 192
     probe_task: Literal["word_start", "char_class"] = "word_start"
     layers: str = "all"
     probe_cv: int = 5
