@@ -65,11 +65,33 @@ def test_a_missing_or_removed_file_is_computed_again(subject, tmp_path):
         assert torch.equal(before[site], again[site])
 
 
-def test_the_key_separates_settings(subject, tmp_path):
+def test_the_key_separates_settings_and_cpu_kernels(subject, tmp_path, monkeypatch):
     a = TextCache(subject, sites="resid_post", max_length=16, root=tmp_path)
     b = TextCache(subject, sites="resid_post", max_length=8, root=tmp_path)
     c = TextCache(subject, sites="attn_out", max_length=16, root=tmp_path)
-    assert len({a.folder, b.folder, c.folder}) == 3
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    d = TextCache(subject, sites="resid_post", max_length=16, root=tmp_path)
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
+    e = TextCache(subject, sites="resid_post", max_length=16, root=tmp_path)
+    assert len({a.folder, b.folder, c.folder, d.folder, e.folder}) == 5
+
+
+def test_the_fill_runs_on_one_thread_whatever_the_process_uses(subject, tmp_path, monkeypatch):
+    seen = []
+    real = textcache.capture
+
+    def spying(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(textcache, "capture", spying)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        TextCache(subject, sites="resid_post", max_length=16, root=tmp_path).capture(SENTENCES[:2])
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_an_edited_model_is_refused(subject, tmp_path):

@@ -4,14 +4,18 @@ A replication reruns a study over seeds, and on a fixed model the seeds only res
 texts are read: the activations of a given text do not depend on the seed. :class:`TextCache`
 keeps them, one safetensors file per text, under ``$WORKBENCH_HOME/activations/<key>/``, where
 the key hashes what the numbers depend on: the model (name, revision, source folder, dtype, the
-origin of its weights and the size and time of its weight files), the sites and layers, and the
-truncation length. A text's file is named by the SHA-256 of its token ids.
+origin of its weights and the size and time of its weight files), the sites and layers, the
+truncation length, and the numerics (torch's version and CPU kernel level, the CPU, the MKL and
+oneDNN builds and the environment variables that pin their code paths), so that a replication
+under other CPU kernels (``workbench replicate --cpu-kernels``) computes its own. A text's file is
+named by the SHA-256 of its token ids.
 
-Each missing text is captured *alone* (``batch_size=1``, no padding), so its numbers do not depend
-on which other texts happened to share its batch: a run that finds a text in the cache reads
-exactly what it would have computed. Files are written atomically; a killed run leaves complete
-files only, and the next run computes just the rest. Only the unedited model is cached: a model
-inside an :func:`~workbench.interventions.intervene` block is refused.
+Each missing text is captured *alone* (``batch_size=1``, no padding) on *one* thread, so its
+numbers depend neither on which other texts happened to share its batch nor on the process's
+thread count: a run that finds a text in the cache reads exactly what it would have computed.
+Files are written atomically; a killed run leaves complete files only, and the next run computes
+just the rest. Only the unedited model is cached: a model inside an
+:func:`~workbench.interventions.intervene` block is refused.
 
 Example::
 
@@ -74,6 +78,16 @@ def model_identity(subject: Subject) -> dict[str, Any]:
     return record
 
 
+def _numerics() -> dict[str, Any]:
+    """What decides the floats of a capture on this machine, thread counts aside (fixed at 1)."""
+    from workbench.provenance import numerics
+
+    found = numerics()
+    kept = ("cpu_capability", "cpu_model", "mkl", "onednn")
+    env = {k: v for k, v in (found.get("numerics_env") or {}).items() if k != "OMP_NUM_THREADS"}
+    return {"torch": torch.__version__, "env": env, **{k: found.get(k) for k in kept}}
+
+
 class TextCache:
     """Activations of single texts, cached on disk (see the module docstring).
 
@@ -102,6 +116,7 @@ class TextCache:
                 "model": model_identity(subject),
                 "sites": self.sites,
                 "max_length": self.max_length,
+                "numerics": _numerics(),
                 "version": VERSION,
             }
         )
@@ -145,18 +160,23 @@ class TextCache:
         if todo:
             self.folder.mkdir(parents=True, exist_ok=True)
             log.info("activation cache: computing %d of %d texts", len(todo), len(paths))
-        for i in tqdm(todo, desc="cache activations", unit="text", disable=not progress):
-            acts = capture(
-                self.subject,
-                [toks.sequences[i]],
-                sites=self.sites,
-                batch_size=1,
-                max_length=self.max_length,
-                progress=False,
-            )
-            tensors = {site: acts[site].contiguous() for site in self.sites}
-            tensors[TOKENS] = acts.token_ids.to(torch.int64)
-            atomic_save_tensors(paths[i], tensors, {"version": str(VERSION)})
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for i in tqdm(todo, desc="cache activations", unit="text", disable=not progress):
+                acts = capture(
+                    self.subject,
+                    [toks.sequences[i]],
+                    sites=self.sites,
+                    batch_size=1,
+                    max_length=self.max_length,
+                    progress=False,
+                )
+                tensors = {site: acts[site].contiguous() for site in self.sites}
+                tensors[TOKENS] = acts.token_ids.to(torch.int64)
+                atomic_save_tensors(paths[i], tensors, {"version": str(VERSION)})
+        finally:
+            torch.set_num_threads(threads)
         parts = [load_file(p) for p in paths]
         for i, part in enumerate(parts):
             if not torch.equal(part[TOKENS], toks.sequences[i]):  # pragma: no cover - corrupt

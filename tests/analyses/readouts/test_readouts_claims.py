@@ -4,8 +4,8 @@ The model is the embedded ``tiny-lm`` itself (the session's small tiny-lm, 50 st
 32, has barely left the unigram stage: its probe is near chance and steering moves nothing), with
 the settings a model this small affords: the source's first texts, the paper's KL-trained tuned
 lens from the identity, every lens position, the three lenses. Only the study is shrunk: fewer
-texts, a shorter tuned-lens training, one probe repetition, four random vectors. CI reruns this file under PyTorch's scalar kernels
-(``ATEN_CPU_CAPABILITY=default``).
+texts, a shorter tuned-lens training, one probe repetition, four random vectors. CI reruns this
+file under PyTorch's scalar kernels (``ATEN_CPU_CAPABILITY=default``).
 
 A study seed changes the tuned lens, the probe's folds and control labels and the random
 vectors; the logit and last-block lens curves do not depend on it, so they are computed once.
