@@ -396,3 +396,77 @@ def test_figures(decoders, small, small_tuned):
         result.figure("heatmap", color="blue")
     with pytest.raises(LensError, match="metric"):
         compare_figure(results, metric="accuracy")
+
+
+# ----- lenses on captured activations; least-squares translators -------------------------------
+
+
+def test_activations_lens_equals_the_logit_lens_and_samples_rows(decoders):
+    from workbench.capturing import capture
+    from workbench.lens import activations_lens
+
+    subject = decoders["llama"]
+    ref = logit_lens(subject, TEXTS, top_k=3)
+    acts = capture(subject, TEXTS, sites="resid_post", batch_size=8)
+    got = activations_lens(subject, acts, top_k=3)
+    np.testing.assert_array_equal(got.token_ids, ref.token_ids)
+    np.testing.assert_array_equal(got.next_ids, ref.next_ids)
+    np.testing.assert_allclose(got.kl, ref.kl, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got.top_probs, ref.top_probs, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(got.kl[-1], 0.0, atol=1e-6)
+    rows = np.array([0, 3, int(acts.offsets[1]) + 1, int(acts.offsets[-1]) - 1])
+    some = activations_lens(subject, acts, top_k=3, rows=rows, layers="0,-1")
+    np.testing.assert_array_equal(some.token_ids, got.token_ids[rows])
+    np.testing.assert_array_equal(some.next_ids, got.next_ids[rows])
+    np.testing.assert_allclose(some.kl, got.kl[[0, -1]][:, rows], rtol=1e-6, atol=1e-9)
+    with pytest.raises(LensError, match="ascending"):
+        activations_lens(subject, acts, rows=rows[::-1])
+    with pytest.raises(LensError, match="lack resid_post"):
+        activations_lens(subject, capture(subject, TEXTS, sites="resid_post", layers="0"))
+
+
+def test_least_squares_translators_solve_the_ridge_problem_by_brute_force():
+    from workbench.lens.training import least_squares_translators
+
+    gen = torch.Generator().manual_seed(0)
+    rows = [torch.randn(300, 6, generator=gen) for _ in range(3)]
+    rows[2] = rows[1] @ torch.randn(6, 6, generator=gen) + 0.3  # the last layer
+    weight, bias = least_squares_translators(rows, ridge=0.0)
+    for layer in range(2):
+        x = rows[layer].double().numpy()
+        design = np.hstack([x, np.ones((len(x), 1))])
+        solution, *_ = np.linalg.lstsq(design, rows[2].double().numpy(), rcond=None)
+        mapped = rows[layer] + rows[layer] @ weight[layer].T + bias[layer]
+        np.testing.assert_allclose(mapped.numpy(), design @ solution, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(  # layer 1 maps to the last exactly
+        (rows[1] + rows[1] @ weight[1].T + bias[1]).numpy(), rows[2].numpy(), atol=1e-4
+    )
+    assert torch.equal(weight[2], torch.zeros(6, 6)) and torch.equal(bias[2], torch.zeros(6))
+    shrunk, _ = least_squares_translators(rows, ridge=10.0)
+    assert float((shrunk[0] + torch.eye(6)).norm()) < float((weight[0] + torch.eye(6)).norm())
+
+
+def test_a_least_squares_tuned_lens_beats_the_logit_lens_without_kl_steps(small):
+    from workbench.capturing import capture
+    from workbench.lens import TunedLensTraining
+
+    texts = read_texts("builtin:pydoc", N_TRAIN + N_EVAL)
+    train = capture(small, texts[:N_TRAIN], sites="resid_post", max_length=MAX_LENGTH)
+    held = capture(small, texts[N_TRAIN:], sites="resid_post", max_length=MAX_LENGTH)
+    lens = TunedLens.fit(small, train, init="least_squares", steps=0)
+    assert lens.manifest["training"]["init"] == "least_squares"
+    tuned, logit = lens.read(small, held), logit_lens(small, texts[N_TRAIN:], max_length=48)
+    assert (tuned.kl_by_layer()[:-1] < logit.kl_by_layer()[:-1]).all()
+    refined = TunedLens.fit(small, train, init="least_squares", steps=5, seed=1)
+    assert not torch.equal(refined.weight, lens.weight)
+    assert torch.equal(
+        TunedLens.fit(small, train, steps=3).weight, TunedLens.fit(small, train, steps=3).weight
+    )
+    with pytest.raises(LensError, match="steps must be at least 1"):
+        TunedLensTraining(steps=0)
+    with pytest.raises(LensError, match="init"):
+        TunedLensTraining(init="pca")
+    with pytest.raises(LensError, match="ridge"):
+        TunedLensTraining(init="least_squares", steps=0, ridge=-1.0)
+    with pytest.raises(LensError, match="lack layers"):
+        TunedLens.fit(small, capture(small, texts[:2], sites="resid_post", layers="0"))
