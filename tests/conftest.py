@@ -165,6 +165,7 @@ LONG_FILES = (
     "runner/test_run.py",
     "runner/test_demo_progress.py",
     "browser/test_pages.py",
+    "models/test_smollm2.py",
     "test_wheel.py",
 )
 """The files that take longest (20-160 s each, measured with ``--junitxml`` on 2 cores, 2026-12-07),
