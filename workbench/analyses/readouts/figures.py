@@ -47,7 +47,8 @@ def _by_layer(result: ReadoutsResult, metric: str) -> go.Figure:
             )
         )
     label = {"kl": "KL(final ‖ lens), nats", "loss": "next-token loss, nats"}[metric]
-    fig.update_xaxes(title_text="layer", dtick=1)
+    n_layers = len(result.curves[0].layers)
+    fig.update_xaxes(title_text="layer", dtick=1 if n_layers <= 12 else 5)
     fig.update_yaxes(title_text=label, rangemode="tozero")
     title = "KL to the final distribution by layer" if metric == "kl" else "loss by layer"
     return style(fig, title=f"{result.model}: {title} (held-out text)")
@@ -109,10 +110,11 @@ def steering(result: ReadoutsResult) -> go.Figure:
     if s.generated:
         fig.add_annotation(
             text=(
-                f"generation ({s.generated} greedy tokens a prompt, scale {s.scales[-1]:g}): "
-                f"word starts {s.gen_base:.3f} → Δ {s.gen_effect:+.3f}; random vectors "
+                f"generation ({s.generated} greedy tokens, scale {s.scales[-1]:g}): word starts "
+                f"{s.gen_base:.3f}, Δ {s.gen_effect:+.3f}<br>random vectors: "
                 f"Δ ≤ {s.gen_random_max:+.3f}"
             ),
+            align="left",
             xref="paper",
             yref="paper",
             x=0,
