@@ -789,16 +789,16 @@ def test_a_failed_conversion_leaves_nothing_a_later_load_trusts(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_a_real_conversion_equals_the_gguf_read_directly(tmp_path, smollm2):
-    """A fresh conversion (about 20 s) holds exactly the float32 tensors that transformers reads
-    from the GGUF itself, and its logits are the session model's."""
+def test_the_conversion_equals_the_gguf_read_directly(smollm2_dir, smollm2):
+    """The converted folder (made by ``ensure_smollm2``, once per machine) holds exactly the
+    float32 tensors that transformers reads from the GGUF itself, and its logits are the GGUF's."""
     import transformers
 
     path = embedded.gguf_file()
-    out = tmp_path / "converted"
-    out.mkdir()
-    embedded.convert(path, out)
-    assert embedded.read_weights_record(out) == smollm2.provenance()["weights"]
+    out = smollm2_dir
+    record = embedded.read_weights_record(out)
+    assert record == smollm2.provenance()["weights"]
+    assert record["sha256"] == embedded.sha256(path) and record["file"] == path.name
     direct = transformers.AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32
     ).eval()
