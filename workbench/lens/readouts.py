@@ -174,8 +174,22 @@ def decoded_lens(
     sites = [f"resid_post.{layer}" for layer in request.layers] + [request.unembed.name]
     acts = capture(subject, inputs, sites=sites, **kw)
     rows = select_rows(acts.offsets.numpy(), acts.token_ids.numpy(), request.positions)
+    final = acts[request.unembed.name][torch.from_numpy(rows.index)]
+    return _decode_rows(name, subject, acts, request, rows, final, translate, meta)
+
+
+def _decode_rows(
+    name: str,
+    subject: Subject,
+    acts: Activations,
+    request: Request,
+    rows: Rows,
+    final: Tensor,
+    translate: Translate | None,
+    meta: dict[str, Any],
+) -> LensResult:
+    """The lens statistics of ``acts``' ``resid_post`` at ``rows`` against the ``final`` logits."""
     index = torch.from_numpy(rows.index)
-    final = acts[request.unembed.name][index]
 
     def layer_logits(layer: int) -> LogitsFn:
         h = acts[f"resid_post.{layer}"][index]
@@ -232,25 +246,11 @@ def activations_lens(
     offsets, token_ids = acts.offsets.numpy(), acts.token_ids.numpy()
     index = np.arange(int(offsets[-1])) if rows is None else np.asarray(rows, dtype=np.int64)
     picked = rows_at(offsets, token_ids, index)
-    take = torch.from_numpy(picked.index)
     with torch.inference_mode():
-        top = acts[f"resid_post.{last}"][take]
-        final = torch.cat(
-            [decode(subject, request.norm, request.unembed, top[s]) for s in _slices(request, top)]
-        )
-
-    def layer_logits(layer: int) -> LogitsFn:
-        h = acts[f"resid_post.{layer}"][take]
-        if translate is None:
-            return lambda s: decode(subject, request.norm, request.unembed, h[s])
-        return lambda s: decode(subject, request.norm, request.unembed, translate(layer, h[s]))
-
-    stats = collect_stats(request, picked, final, layer_logits)
-    return build_result(name, subject, request, picked, stats, dict(meta or {}))
-
-
-def _slices(request: Request, rows: Tensor) -> list[slice]:
-    return chunks(len(rows), request.vocab_size)
+        top = acts[f"resid_post.{last}"][torch.from_numpy(picked.index)]
+        parts = chunks(len(top), request.vocab_size)
+        final = torch.cat([decode(subject, request.norm, request.unembed, top[s]) for s in parts])
+    return _decode_rows(name, subject, acts, request, picked, final, translate, dict(meta or {}))
 
 
 def build_result(
