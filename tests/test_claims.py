@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from workbench.analyses import ANALYSES
+from workbench.analyses import ANALYSES, registry
 from workbench.claims import (
     Claim,
     check_claims,
@@ -121,7 +120,7 @@ def test_verdict_is_robust_only_with_share_and_interval():
 
 @pytest.mark.parametrize("analysis", ANALYSES)
 def test_every_study_declares_claims_on_its_own_metrics(analysis):
-    study = importlib.import_module(f"workbench.analyses.{analysis}.study")
-    assert study.CLAIMS, f"{analysis} declares no claims"
-    check_claims(study.CLAIMS, study.METRIC_KEYS)
-    assert len({c.name for c in study.CLAIMS}) == len(study.CLAIMS)
+    study = registry.get(analysis)
+    assert study.claims, f"{analysis} declares no claims"
+    check_claims(study.claims, study.metric_keys)
+    assert len({c.name for c in study.claims}) == len(study.claims)

@@ -67,10 +67,68 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+BY_NAME = ("import_module", "__import__")
+"""Calls that import a module named by a value (``importlib.import_module(name)``)."""
+
+
+def _constant_dicts(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level ``NAME = {key: "module", ...}`` dict literals: their string values."""
+    found: dict[str, list[str]] = {}
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            strings = [
+                v.value
+                for v in value.values
+                if isinstance(v, ast.Constant) and isinstance(v.value, str)
+            ]
+            if len(strings) == len(value.values):
+                found[target.id] = strings
+    return found
+
+
+def _by_name(call: ast.Call, dicts: dict[str, list[str]]) -> list[str] | None:
+    """The modules an import-by-name call can import, or ``None`` when they cannot be known.
+
+    A string literal names one; ``D[key]`` over a module-level dict literal of module names
+    names each of its values; an f-string that starts with ``workbench`` (a module of the
+    package, picked by a computed name) is unknowable. A plain variable is taken for an optional
+    third-party package (``backends.require``), which no layer rule concerns.
+    """
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in BY_NAME or not call.args:
+        return []
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name):
+        return dicts.get(arg.value.id)
+    if isinstance(arg, ast.JoinedStr):
+        head = arg.values[0] if arg.values else None
+        if isinstance(head, ast.Constant) and str(head.value).startswith("workbench"):
+            return None
+    return []
+
+
+class ImportByName(AssertionError):
+    """An import of a module whose name the walk cannot know (an f-string, a computed name)."""
+
+
 def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
-    """The workbench modules ``name`` imports, anywhere outside ``if TYPE_CHECKING:``."""
+    """The workbench modules ``name`` imports, anywhere outside ``if TYPE_CHECKING:``.
+
+    Imports made by name (``importlib.import_module``) count too; one whose module cannot be
+    read off the code raises :class:`ImportByName`.
+    """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    dicts = _constant_dicts(tree)
 
     def add_from(module: str, names: list[str]) -> None:
         for alias in names:
@@ -101,9 +159,18 @@ def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
                 module = node.module or ""
             if module.split(".")[0] == "workbench":
                 add_from(module, [a.name for a in node.names])
+        elif isinstance(node, ast.Call) and name != "workbench":
+            # (the package root's lazy names are attributed to the modules that import them)
+            named = _by_name(node, dicts)
+            if named is None:
+                raise ImportByName(
+                    f"{path}:{node.lineno}: a module imported by a name the code does not spell "
+                    "out; import it explicitly (or from a dict literal of module names)"
+                )
+            out.update(m for m in named if m.split(".")[0] == "workbench")
         visit(node)
 
-    visit(ast.parse(path.read_text(), filename=str(path)))
+    visit(tree)
     out.discard(name)
     return out
 
@@ -181,6 +248,26 @@ def test_the_walk_sees_function_level_imports_and_skips_type_checking(tmp_path: 
     )
     mods = {"workbench.errors": src, "workbench.x.mod": src}
     assert _imports("workbench.x.mod", src, mods) == {"workbench.errors", "workbench.models"}
+
+
+def test_the_walk_sees_imports_made_by_name(tmp_path: Path) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text(
+        "import importlib\n"
+        "_MODS = {'a': 'workbench.runner', 'b': 'workbench.errors'}\n"
+        "def f(name):\n"
+        "    importlib.import_module('workbench.models')\n"
+        "    return importlib.import_module(_MODS[name])\n"
+    )
+    mods = {"workbench.x.mod": src}
+    assert _imports("workbench.x.mod", src, mods) == {
+        "workbench.models",
+        "workbench.runner",
+        "workbench.errors",
+    }
+    src.write_text("import importlib\ndef f(n):\n    importlib.import_module(f'workbench.{n}')\n")
+    with pytest.raises(ImportByName, match=r"mod\.py:3"):
+        _imports("workbench.x.mod", src, mods)
 
 
 def test_every_module_has_a_layer(graph: dict[str, set[str]]) -> None:

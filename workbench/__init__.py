@@ -31,7 +31,7 @@ _LAZY = {
     "capture": "workbench.capturing",
     "load_model": "workbench.models",
 }
-_LAZY_MODULES = ("geometry",)
+_LAZY_MODULES = {"geometry": "workbench.geometry"}
 
 __all__ = [
     "ActivationStore",
@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name in _LAZY_MODULES:
-        value = importlib.import_module(f"workbench.{name}")
+        value = importlib.import_module(_LAZY_MODULES[name])
     else:
         raise AttributeError(f"module 'workbench' has no attribute {name!r}")
     globals()[name] = value

@@ -1,27 +1,14 @@
 """Every study's notebook has the template's shape: four code cells, parameters == config fields."""
 
-import importlib
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from workbench.analyses import ANALYSES
-from workbench.analyses.base import StudyConfig
+from workbench.analyses import ANALYSES, registry
 from workbench.runner.params import notebook_params
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def config_class(analysis: str) -> type[StudyConfig]:
-    module = importlib.import_module(f"workbench.analyses.{analysis}")
-    found = {
-        value
-        for value in vars(module).values()
-        if isinstance(value, type) and issubclass(value, StudyConfig) and value is not StudyConfig
-    }
-    assert len(found) == 1, found
-    return found.pop()
 
 
 @pytest.mark.parametrize("analysis", ANALYSES)
@@ -35,7 +22,7 @@ def test_notebook_has_four_code_cells_and_lists_each_parameter_once(analysis):
         for line in code[0].source.splitlines()
         if "=" in line and not line.lstrip().startswith("#")
     ]
-    config = config_class(analysis)
+    config = registry.get(analysis).config
     assert names == [*config.parameter_names(), "out_dir"]
     # the config is built from the parameters (from_params), never by listing them again
     assert f"{config.__name__}(" not in "".join(c.source for c in code[1:])

@@ -40,8 +40,8 @@ def test_the_run_cell_ends_with_the_result_and_prints_nothing(name):
     assert "figures.show(result.figure(kind), kind)" in run
     assert run.splitlines()[-1].split("#")[0].strip() == "result"
     assert code[3].source.splitlines() == [
-        "study.save(result, config, out_dir, figures.written)",
-        "study.claims(result)",
+        "result.save(config, out_dir, figures.written)",
+        "result.claims()",
     ]
     assert all(not c.outputs for c in code)
 

@@ -6,12 +6,12 @@ gets back from the cache is the one shown, and it must render the same as the fr
 
 from __future__ import annotations
 
-import importlib
 import json
 from html import escape as html_escape
 
 import pytest
 
+from workbench.analyses import registry
 from workbench.display import JSON_MIME
 from workbench.display import bundle as B
 
@@ -28,7 +28,6 @@ STUDIES = (
 
 
 def _config(name: str, tiny_lm: str):
-    mod = importlib.import_module(f"workbench.analyses.{name}")
     small = {
         "anisotropy": dict(model=tiny_lm, n_texts=24, max_length=24, max_points=400,
                            tangent_rank=4, tangent_fit=1),
@@ -44,15 +43,13 @@ def _config(name: str, tiny_lm: str):
                                bootstrap=20),
         "acmas": dict(n_tasks=12, n_calib=8, restore_detector="linear_probe"),
     }[name]  # fmt: skip
-    config_cls = getattr(mod, "".join(w.capitalize() for w in name.split("_")) + "Config")
-    return importlib.import_module(f"workbench.analyses.{name}.study"), config_cls(
-        device="cpu", **small
-    )
+    study = registry.get(name)
+    return study, study.configure({"device": "cpu", **small})
 
 
 @pytest.fixture(scope="module")
 def results(tiny_lm_dir, tmp_path_factory):
-    """``name -> (study module, the result loaded from the cache of a first run)``."""
+    """``name -> (registered study, the result loaded from the cache of a first run)``."""
     out = {}
     for name in STUDIES:
         mod, config = _config(name, str(tiny_lm_dir))
@@ -75,8 +72,8 @@ def test_the_card_names_metrics_claims_figures_and_provenance(results, name):
     html = bundle["text/html"]
     data = bundle[JSON_MIME]
     claims = data["claims"]  # acmas's metrics take a minute: computed once, by the card
-    assert [c["name"] for c in claims] == [c.name for c in mod.CLAIMS]
-    for key in mod.METRIC_KEYS:
+    assert [c["name"] for c in claims] == [c.name for c in mod.claims]
+    for key in mod.metric_keys:
         assert f">{key}<" in html, key
     held = sum(c["holds"] is True for c in claims)
     assert f"claims: {held}/{len(claims)} hold" in html
@@ -88,7 +85,7 @@ def test_the_card_names_metrics_claims_figures_and_provenance(results, name):
     assert "workbench-provenance" in html and "CPU kernels" in html
     assert "<script" not in html
     json.dumps(data)
-    assert data["analysis"] == name and list(data["metrics"]) == list(mod.METRIC_KEYS)
+    assert data["analysis"] == name and list(data["metrics"]) == list(mod.metric_keys)
     assert data["figures"] == list(cached.figure_kinds())
 
 
@@ -115,28 +112,30 @@ def test_a_snapshot_of_the_main_figure_where_chromium_draws_it(results, chromium
 
 
 def test_a_result_whose_metrics_fail_still_shows_itself(results, monkeypatch):
-    mod, cached = results["geometric_memory"]
+    _, cached = results["geometric_memory"]
     again = type(cached).from_dict(cached.to_dict())  # a new object: nothing memoized
 
     def broken(result):
         raise ValueError("no path queries")
 
-    monkeypatch.setattr(mod, "metrics", broken)
+    monkeypatch.setattr(type(again), "compute_metrics", broken)
     text = repr(again)
     assert "metrics could not be computed" in text and len(text.splitlines()) <= 3
     assert "no path queries" in again._repr_mimebundle_()["text/html"]
 
 
-def test_what_a_result_shows_is_computed_once(results, monkeypatch):
+def test_what_a_result_shows_saves_and_checks_is_computed_once(results, monkeypatch, tmp_path):
     mod, cached = results["readouts"]
     again = type(cached).from_dict(cached.to_dict())
     calls = []
-    real = mod.metrics
-    monkeypatch.setattr(mod, "metrics", lambda r: calls.append(1) or real(r))
+    real = type(again).compute_metrics
+    monkeypatch.setattr(type(again), "compute_metrics", lambda r: calls.append(1) or real(r))
     first = again._repr_mimebundle_()
     assert repr(again) == first["text/plain"]
-    assert len(calls) == 1
-    assert first[JSON_MIME]["claims"] == mod.claims(again).to_list()  # what study.claims says
+    assert first[JSON_MIME]["claims"] == again.claims().to_list()
+    record = json.loads(again.save(mod.configure({}), tmp_path).read_text())
+    assert record["claims"] == again.claims().to_list()
+    assert len(calls) == 1  # the card, the text, the claims and results.json share one
 
 
 @pytest.mark.parametrize("name", STUDIES)

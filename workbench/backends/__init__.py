@@ -21,15 +21,13 @@ no memory cost.
 
 from __future__ import annotations
 
-import copy
 import importlib
-import itertools
-from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torch import Tensor, nn
+from torch import Tensor
 
+from workbench.backends.common import RunBatch, require, shadow_copy
 from workbench.errors import ConfigError
 from workbench.hooking import read_hooks
 
@@ -44,9 +42,6 @@ _MODULES = {
     "transformer_lens": "workbench.backends.transformer_lens",
     "nnsight": "workbench.backends.nnsight",
 }
-
-RunBatch = Callable[..., Mapping[str, Tensor]]
-"""``run_batch(**model_kwargs) -> {site name: (batch, pos, d) tensor}``."""
 
 
 class Prepare(Protocol):
@@ -70,28 +65,6 @@ def get(name: str) -> Prepare:
     if name == "hooks":
         return prepare_hooks
     return importlib.import_module(_MODULES[name]).prepare
-
-
-def require(package: str, extra: str, backend: str) -> ModuleType:
-    """Imports an optional package, or raises a one-line ``ConfigError`` naming what to install."""
-    try:
-        return importlib.import_module(package)
-    except ImportError as exc:
-        raise ConfigError(
-            f"capture backend {backend!r} needs the {package} package, which is not installed: "
-            f"pip install 'workbench[{extra}]'"
-        ) from exc
-
-
-def shadow_copy(model: nn.Module) -> nn.Module:
-    """A copy of ``model``'s module tree sharing all of its parameters and buffers.
-
-    Wrappers that rewrite the module tree they are given (TransformerLens swaps in bridge
-    components, nnsight patches ``forward``) can act on the copy while the original stays as it
-    was. Weights are not copied, so the copy costs no memory and sees later in-place edits.
-    """
-    memo: dict[int, Any] = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
-    return copy.deepcopy(model, memo)
 
 
 def prepare_hooks(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from workbench.backends import RunBatch, require, shadow_copy
+from workbench.backends.common import RunBatch, require, shadow_copy
 from workbench.hooking import read_hooks
 
 if TYPE_CHECKING:

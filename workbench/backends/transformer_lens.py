@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from workbench.backends import RunBatch, require, shadow_copy
+from workbench.backends.common import RunBatch, require, shadow_copy
 from workbench.errors import ConfigError
 
 if TYPE_CHECKING:

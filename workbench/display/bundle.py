@@ -223,22 +223,9 @@ def study_result_bundle(
 ) -> dict[str, Any]:
     """The bundle of a study's result: headline metrics, claims, figures, provenance.
 
-    Call it from the result class::
-
-        def _repr_mimebundle_(self, include=None, exclude=None):
-            from workbench.display import study_result_bundle
-            from workbench.analyses.<name> import study
-
-            return study_result_bundle(
-                self,
-                title="<name>",
-                metrics=study.metrics(self),
-                claims=study.claims(self),
-                figure_kinds=self.figure_kinds(),
-                provenance={"model": self.model, "revision": self.revision},
-                include=include,
-                exclude=exclude,
-            )
+    Every study result reaches it through :func:`workbench.display.studies.study_bundle`, which
+    passes the result's own ``metrics()``, ``claims()``, ``figure_kinds()`` and
+    ``provenance()``.
 
     Args:
         result: The result (its ``figure(kind)`` draws the snapshot).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from workbench.analyses import ANALYSES
+from workbench.analyses import ANALYSES, registry
 from workbench.runner.errors import NotBuiltError, UnknownAnalysisError
 
 ENV = "WORKBENCH_NOTEBOOKS"
@@ -39,7 +39,11 @@ def available(override: str | Path | None = None) -> list[str]:
     folder = notebooks_dir(override)
     if _custom(override):
         return sorted(p.stem for p in folder.glob("*.ipynb") if not p.stem.startswith("."))
-    return [name for name in ANALYSES if (folder / f"{name}.ipynb").is_file()]
+    bundled = [name for name in ANALYSES if (folder / f"{name}.ipynb").is_file()]
+    extra = [
+        n for n in registry.extra_names() if (registry.registered_notebook(n) or folder).is_file()
+    ]
+    return bundled + extra
 
 
 def find_notebook(analysis: str, override: str | Path | None = None) -> Path:
@@ -56,6 +60,13 @@ def find_notebook(analysis: str, override: str | Path | None = None) -> Path:
             return path
         names = ", ".join(available(override)) or "none"
         raise UnknownAnalysisError(f"no notebook {analysis!r} in {folder}; available: {names}")
+    registered = registry.registered_notebook(analysis)
+    if registered is not None:
+        if not registered.is_file():
+            raise NotBuiltError(
+                f"study {analysis!r} names a notebook that does not exist: {registered}"
+            )
+        return registered
     if analysis not in ANALYSES:
         raise UnknownAnalysisError(
             f"unknown analysis {analysis!r}; use one of {', '.join(ANALYSES)}"

@@ -46,7 +46,7 @@ from workbench.claims import Claim, ClaimVerdict, summarize, verdict
 from workbench.files import atomic_write_bytes
 from workbench.runner.backends import PointTask, as_path
 from workbench.runner.errors import ParameterError
-from workbench.runner.notebooks import notebooks_dir
+from workbench.runner.notebooks import find_notebook
 from workbench.runner.results import read_results
 from workbench.runner.run import prepare
 from workbench.runner.sweep import execute
@@ -316,7 +316,7 @@ def replicate(
     out = Path(out_dir).resolve()
     (out / "runs").mkdir(parents=True, exist_ok=True)
     _mark(out, analysis, fixed)
-    nb_dir = as_path(notebooks_dir(notebooks))
+    nb_dir = as_path(find_notebook(analysis, notebooks).parent)
     runs: dict[str, tuple[int, str | None]] = {}
     tasks: dict[str, PointTask] = {}
     for level in levels:

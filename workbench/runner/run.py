@@ -16,7 +16,6 @@ the failing cell (its index in the executed notebook, not counting papermill's e
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import time
@@ -119,37 +118,22 @@ def prepare(
 def check_study(analysis: str, params: Mapping[str, Any]) -> None:
     """Validates parameters with the study's own config before any kernel starts.
 
-    A bundled study (``workbench.analyses.<analysis>``) checks them with its ``check(params)``
-    when it has one (it may also read the files the parameters name), otherwise by building its
-    config (``StudyConfig.from_params``), whose validation touches no model and no disk. A study
-    that cannot be imported here (a missing optional dependency) is left to the notebook, which
-    reports the import error itself.
+    The registered study (:mod:`workbench.analyses.registry`) builds its config from them
+    (:meth:`~workbench.analyses.registry.Study.configure`: the config's validation, or the
+    study's ``check`` when it also reads the files the parameters name), touching no model. When
+    the studies cannot be imported here (a missing optional dependency), the notebook reports the
+    import error itself.
 
     Raises:
         WorkbenchError: A one-line error naming the bad parameter.
     """
-    from workbench.analyses import ANALYSES
-    from workbench.analyses.base import StudyConfig
+    from workbench.analyses import registry
 
-    if analysis not in ANALYSES:
-        return
     try:
-        module = importlib.import_module(f"workbench.analyses.{analysis}")
-    except ImportError:
+        study = registry.get(analysis)
+    except (ImportError, registry.UnknownStudyError):
         return
-    check = getattr(module, "check", None)
-    if check is None:
-        configs = [
-            value
-            for value in vars(module).values()
-            if isinstance(value, type)
-            and issubclass(value, StudyConfig)
-            and value is not StudyConfig
-        ]
-        if len(configs) != 1:
-            return
-        check = configs[0].from_params
-    check(params)
+    study.configure(params)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from workbench.files import atomic_write_bytes
 from workbench.runner.backends import PointTask, as_path, make_backend
 from workbench.runner.errors import GridError
 from workbench.runner.grid import Grid, point_id
-from workbench.runner.notebooks import find_notebook, notebooks_dir
+from workbench.runner.notebooks import find_notebook
 from workbench.runner.params import notebook_params, resolve
 from workbench.runner.results import read_results
 
@@ -132,7 +132,7 @@ def run_sweep(
     out = Path(out_dir).resolve()
     (out / "runs").mkdir(parents=True, exist_ok=True)
     _mark(out, analysis, grid)
-    nb_dir = as_path(notebooks_dir(notebooks))
+    nb_dir = as_path(find_notebook(analysis, notebooks).parent)
     tasks = {
         pid: PointTask(pid, analysis, params, str(out / "runs" / pid), nb_dir, timeout, formats)
         for pid, params in points.items()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from workbench.analyses import acmas
-from workbench.analyses.acmas import study
 
 SMALL = {"n_tasks": 16, "n_calib": 11}
 SEEDS = (0, 1, 2)
@@ -38,7 +37,7 @@ def test_every_claim_holds_on_each_seed(tmp_path):
     failing = {}
     for seed in SEEDS:
         config = acmas.AcmasConfig(seed=seed, **SMALL)
-        table = study.claims(acmas.run(config, cache_dir=tmp_path, progress=False))
+        table = acmas.run(config, cache_dir=tmp_path, progress=False).claims()
         if not table.all_hold:
             failing[seed] = table.failed()
     assert not failing, f"failing claims by seed: {failing}"

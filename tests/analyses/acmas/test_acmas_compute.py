@@ -391,7 +391,7 @@ def test_results_round_trip_metrics_keys_and_figures():
     result = _result()
     back = AcmasResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert json.dumps(back.to_dict()) == json.dumps(result.to_dict())
-    m = acmas.metrics(result)
+    m = result.metrics()
     assert tuple(m) == acmas.METRIC_KEYS
     assert set(m["f1_by_layer"]) == {"early", "middle", "final"}
     assert m["f1_sync"] == pytest.approx(result.schedules[0].f1[0, -1], abs=1e-4)

@@ -50,7 +50,7 @@ def test_activations_beat_the_text_baseline(study):
         probe_f1 = s.metric("f1", "linear_probe")
         assert probe_f1 > s.text_metrics[0] + 0.2, (s.schedule, probe_f1, s.text_metrics)
         assert s.metric("auroc", "linear_probe") > 0.95
-    m = acmas.metrics(result)
+    m = result.metrics()
     assert m["baseline_f1_text_sync"] < 0.75 and m["baseline_f1_text_async"] < 0.75
 
 
@@ -87,7 +87,7 @@ def test_a_rerun_from_the_cache_trains_and_loads_nothing(
     monkeypatch.setattr(toy, "train_toy", fail)
     again = acmas.run(config, cache_dir=cache, progress=False)
     assert json.dumps(again.to_dict()) == json.dumps(result.to_dict())
-    assert tuple(acmas.metrics(again)) == acmas.METRIC_KEYS
+    assert tuple(again.metrics()) == acmas.METRIC_KEYS
 
 
 def test_results_json_figures_and_round_trip(study, config, tmp_path):
@@ -96,7 +96,7 @@ def test_results_json_figures_and_round_trip(study, config, tmp_path):
     assert json.dumps(back.to_dict()) == json.dumps(result.to_dict())
     for kind in result.figure_kinds():
         assert len(result.figure(kind).data) > 0
-    path = acmas.save(result, config, tmp_path)
+    path = result.save(config, tmp_path)
     record = json.loads(path.read_text())
     assert record["analysis"] == "acmas" and tuple(record["metrics"]) == acmas.METRIC_KEYS
 
@@ -150,7 +150,7 @@ def test_the_toy_is_trained_to_its_criterion_and_cached_by_recipe(study, config)
     result, cache = study
     record = json.loads(next(cache.glob("toy-*/training.json")).read_text())
     assert record["steps"] < config.toy_steps and min(record["accuracy"].values()) >= 0.99
-    assert result.toy["steps"] == record["steps"] and acmas.metrics(result)["toy"] == result.toy
+    assert result.toy["steps"] == record["steps"] and result.metrics()["toy"] == result.toy
     base = toy.ToyConfig()
     assert (
         next(cache.glob("toy-*")).name == f"toy-{toy.ToyConfig(max_steps=config.toy_steps).key()}"
@@ -166,13 +166,13 @@ def test_reaching_the_cap_first_is_a_loud_error_naming_the_criterion(tmp_path):
 
 def test_metrics_carry_average_precision_and_task_intervals(study):
     result, _ = study
-    m = acmas.metrics(result)
+    m = result.metrics()
     for name in ("sync", "async"):
         assert 0 <= m[f"ap_{name}"] <= 1
         ci = m["ci95"][name]["prototype"]
         for key, point in (("f1", m[f"f1_{name}"]), ("auroc", m[f"auroc_{name}"])):
             lo, hi = ci[key]
             assert (lo <= hi and lo - 1e-9 <= point <= hi + 1e-9) or np.isnan(point)
-    names = {c.name for c in acmas.study.CLAIMS}
+    names = {c.name for c in acmas.CLAIMS}
     assert "final layer not worse than early" in names
-    assert acmas.study.claims(result).results  # every claim reads a reported metric
+    assert result.claims().results  # every claim reads a reported metric

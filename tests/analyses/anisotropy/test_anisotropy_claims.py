@@ -67,6 +67,6 @@ def default_tiny_lm() -> Path:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_paper_claims_hold(seed, default_tiny_lm, shared_captures):
     result = an.run(replace(CONFIG, seed=seed), progress=False)
-    table = an.claims(result)
+    table = result.claims()
     assert len(table) == len(an.CLAIMS)
     assert table.all_hold, f"seed {seed}: {table.failed()} fail\n{table!r}"

@@ -108,7 +108,7 @@ def test_results_round_trip_through_json():
 
 
 def test_metrics_keys_are_the_module_constant():
-    m = an.metrics(_result())
+    m = _result().metrics()
     assert tuple(m) == an.METRIC_KEYS
     assert [set(r) for r in m["per_layer"]] == [{"layer", *an.LAYER_METRICS}] * 2
     assert len(m["per_checkpoint"]) == 4 * 2

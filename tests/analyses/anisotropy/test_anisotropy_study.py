@@ -91,7 +91,7 @@ def test_tangent_result_is_tested_on_the_later_checkpoints(study):
 
 def test_metrics_block_has_the_issue_keys(study):
     result, _ = study
-    m = an.metrics(result)
+    m = result.metrics()
     assert tuple(m) == an.METRIC_KEYS
     for key in ("freq_distance_corr", "tangent_energy_share", "tangent_p_value"):
         assert isinstance(m[key], float)
@@ -200,7 +200,7 @@ def test_minilm_encoder_as_loaded():
     assert result.tangent is None and any("single checkpoint" in n for n in result.notes)
     (checkpoint,) = result.checkpoints
     assert checkpoint.revision is None and result.layers == list(range(6))
-    m = an.metrics(result)
+    m = result.metrics()
     assert m["tangent_energy_share"] is None and isinstance(m["freq_distance_corr"], float)
     # the real pretrained encoder is anisotropic at every layer, unlike random init
     assert all(layer.mean_cosine > 0.1 for layer in checkpoint.layers)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import pytest
 
 from workbench.analyses import concept_oscillation as co
-from workbench.analyses.concept_oscillation import study
 
 SEEDS = (0, 1, 2)
 
@@ -45,7 +44,7 @@ def test_every_claim_holds_on_seeds_0_to_2(tmp_path):
             device="cpu",
         )
         result = co.run(config, cache_dir=tmp_path / f"s{seed}", progress=False)
-        table = study.claims(result)
+        table = result.claims()
         if not table.all_hold:
             failed[seed] = table.failed()
     assert not failed, f"claims failing by seed: {failed}"

@@ -13,7 +13,7 @@ from scipy.stats import entropy as scipy_entropy
 from sklearn.linear_model import LogisticRegression
 
 from workbench.analyses import concept_oscillation as co
-from workbench.analyses.concept_oscillation import compute
+from workbench.analyses.concept_oscillation import compute, summary
 from workbench.analyses.concept_oscillation.results import (
     CaseRun,
     ConceptOscillationResult,
@@ -252,21 +252,21 @@ def test_decision_layers_match_a_loop():
         while layer > 0 and top1[layer - 1, i] == final[i]:
             layer -= 1
         expected.append(layer)
-    assert compute.decision_layers(top1, final).tolist() == expected
-    assert compute.decision_layers(np.zeros((4, 2), int), [0, 1]).tolist() == [0, 4]
+    assert summary.decision_layers(top1, final).tolist() == expected
+    assert summary.decision_layers(np.zeros((4, 2), int), [0, 1]).tolist() == [0, 4]
 
 
 def test_answer_rate_by_group_matches_a_loop():
     rng = np.random.default_rng(3)
     answer, expected = rng.integers(0, 3, 200), rng.integers(0, 3, 200)
     groups = rng.choice([0, 2, 5], 200)
-    rates = compute.answer_rate_by_group(answer, expected, groups)
+    rates = summary.answer_rate_by_group(answer, expected, groups)
     assert list(rates) == [0, 2, 5]
     for g, rate in rates.items():
         pairs = [(a, e) for a, e, k in zip(answer, expected, groups, strict=True) if k == g]
         assert rate == pytest.approx(sum(a == e for a, e in pairs) / len(pairs), abs=1e-12)
     with pytest.raises(InputError, match="must be"):
-        compute.answer_rate_by_group(answer, expected[:-1], groups)
+        summary.answer_rate_by_group(answer, expected[:-1], groups)
 
 
 def test_relation_features_are_the_lens_logit_difference_per_layer():

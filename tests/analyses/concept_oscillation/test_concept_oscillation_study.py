@@ -43,7 +43,7 @@ def toy_study(toy_config, tmp_path_factory):
 
 def test_the_toy_study_runs_and_reports_every_metric(toy_study, toy_config):
     result, _ = toy_study
-    m = co.metrics(result)
+    m = result.metrics()
     assert tuple(m) == co.METRIC_KEYS
     assert m["n_conflicts"] == 60 and m["n_controls"] == 30
     assert m["n_follow_a"] + m["n_follow_b"] + m["n_other"] == 60
@@ -154,7 +154,7 @@ def test_a_random_init_causal_lm_runs_on_a_users_cases(tiny_dir, tmp_path):
         device="cpu",
     )  # fmt: skip
     result = co.run(config, progress=False)
-    m = co.metrics(result)
+    m = result.metrics()
     # the tiny tokenizer has no merges: "sun" and "sky" both start with "s"
     assert m["n_conflicts"] == 12 and m["n_controls"] == 13  # derived from all 13
     assert m["controls_answer_b_by_tier"] is None  # tiers are the toy's

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from workbench.analyses import depth_ensemble as de
-from workbench.analyses.depth_ensemble import study
 
 pytestmark = [pytest.mark.claims, pytest.mark.slow]
 
@@ -29,5 +28,5 @@ SMALL = {
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_claims_hold(seed):
     config = de.DepthEnsembleConfig(**SMALL, seed=seed)
-    table = study.claims(de.run(config, progress=False))
+    table = de.run(config, progress=False).claims()
     assert table.all_hold, f"seed {seed}: claims failed {table.failed()}\n{table!r}"

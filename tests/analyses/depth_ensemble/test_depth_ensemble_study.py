@@ -229,13 +229,13 @@ def test_study_runs_every_part(study, config):
 
 def test_the_chinchilla_refit_agrees_with_the_paper(study):
     # the paper effects themselves are study.CLAIMS, checked over seeds in the claims test
-    m = de.metrics(study[0])
+    m = study[0].metrics()
     assert abs(m["chinchilla_alpha_depth"] - 1.2) < 0.3
     assert 0.15 < m["chinchilla_alpha_depth_se"] < 0.35
 
 
 def test_metrics_block_has_the_issue_keys(study):
-    m = de.metrics(study[0])
+    m = study[0].metrics()
     assert tuple(m) == de.METRIC_KEYS
     assert de.METRIC_KEYS[:10] == (
         "step_angle_deg",
@@ -293,7 +293,7 @@ def test_an_encoder_gets_the_geometry_only(config, study):
     assert result.model.lens is None and result.model.skip is None and result.scaling is None
     assert any("no language-model head" in n for n in result.notes)
     assert "lens_loss" not in result.figure_kinds()
-    m = de.metrics(result)
+    m = result.metrics()
     assert m["layer_skip_delta_loss"] is None and len(m["step_angle_deg"]) == 6
 
 

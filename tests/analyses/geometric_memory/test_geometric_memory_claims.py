@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from workbench.analyses import geometric_memory as gm
-from workbench.analyses.geometric_memory import study
 
 pytestmark = [pytest.mark.claims, pytest.mark.slow]
 
@@ -34,9 +33,9 @@ SMALL = {
 def test_claims_hold(seed):
     config = gm.GeometricMemoryConfig(**SMALL, seed=seed)
     result = gm.run(config, progress=False)
-    table = study.claims(result)
+    table = result.claims()
     assert table.all_hold, f"seed {seed}: claims failed {table.failed()}\n{table!r}"
-    m = gm.metrics(result)
+    m = result.metrics()
     # the claims stand on finished training: the facts memorized, the fine-tuning paths fitted
     assert m["edge_excess_loss"] <= 0.01 and m["train_path_accuracy"] == 1.0
     assert m["n_heldout_queries"] == 8

@@ -88,7 +88,7 @@ def _no_training(monkeypatch):
 
 def test_both_memorize_every_edge_and_only_the_transformer_is_geometric(star):
     _, result, _ = star
-    m = gm.metrics(result)
+    m = result.metrics()
     # the centre has 8 successors, only 5 fit in its top 5: 29 of the 32 facts at best
     assert m["edge_recovery_top5_ceiling"] == pytest.approx(29 / 32)
     assert m["edge_recovery_top5"] == m["edge_recovery_top5_ceiling"]
@@ -104,7 +104,7 @@ def test_both_memorize_every_edge_and_only_the_transformer_is_geometric(star):
 
 def test_held_out_queries_are_scored_per_arm_and_the_incontext_control_stays_near_chance(star):
     _, result, _ = star
-    m = gm.metrics(result)
+    m = result.metrics()
     assert m["chance_accuracy"] == pytest.approx(1 / 8)
     assert len(result.transformer.paths.correct) == 8  # every arm held out once
     assert m["heldout_path_accuracy"] == np.mean(result.transformer.paths.correct)
@@ -121,7 +121,7 @@ def test_training_curve_records_memorization(star):
 
 
 def test_the_release_grid_is_memorized_geometrically(release_grid):
-    m = gm.metrics(release_grid)
+    m = release_grid.metrics()
     assert m["n_nodes"] == 16 and m["n_edges"] == 24
     assert m["edge_recovery_top5"] == 1.0 and m["edge_recovery_top5_control"] == 1.0
     assert m["geometric_level"] > m["geometric_level_control"] + 0.15
@@ -142,7 +142,7 @@ def test_the_release_irregular_graph_runs_and_says_what_it_noticed(fixed_steps):
         device="cpu",
     )
     result = gm.run(config, progress=False)
-    m = gm.metrics(result)
+    m = result.metrics()
     assert m["edge_recovery_top5"] == 1.0 and m["geometric_level"] > m["geometric_level_control"]
     assert any("not held out" in n for n in result.notes)
     assert any("2 connected components" in n for n in result.notes)
@@ -187,14 +187,14 @@ def test_ingredient_rows_change_one_setting_and_reuse_the_main_run(monkeypatch, 
     both = result.ingredients[names.index("both directions")]
     assert both.geometric_level == result.transformer.geometry.geometric_level
     assert "setting" in result.ingredient_table() and result.figure("ingredients").data
-    assert set(gm.metrics(result)["ingredients"]) == set(names)
+    assert set(result.metrics()["ingredients"]) == set(names)
 
 
 def test_results_round_trip_and_metric_keys(star):
     _, result, _ = star
     again = gm.GeometricMemoryResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again.to_dict() == result.to_dict()
-    m = gm.metrics(result)
+    m = result.metrics()
     assert tuple(m) == gm.METRIC_KEYS
     json.dumps(m, allow_nan=False)
 
@@ -301,7 +301,7 @@ def test_notebook_runs_under_papermill(tmp_path, html_figures):
     )
     assert all(f.endswith(".html") for f in record["figures"])  # html_figures
     assert record["analysis"] == "geometric_memory"
-    assert tuple(record["metrics"]) == study.METRIC_KEYS
+    assert tuple(record["metrics"]) == gm.METRIC_KEYS
     assert record["metrics"]["edge_recovery_top5"] == 1.0
     assert len(record["metrics"]["ingredients"]) == 5
     assert any(f.endswith("projections.html") for f in record["figures"])
@@ -320,7 +320,7 @@ def test_self_edges_run_through_every_step(fixed_steps):
         device="cpu",
     )
     result = gm.run(config, progress=False)
-    m = gm.metrics(result)
+    m = result.metrics()
     assert m["edge_recovery_top5_ceiling"] == 1.0  # 5 nodes: every successor fits in a top 5
     assert 0.0 <= m["edge_recovery_top5"] <= 1.0
     # a self-edge is no step: chance stays one over the start's neighbours
@@ -352,7 +352,7 @@ def test_training_runs_to_its_criterion_and_fails_loudly_past_the_cap():
 
 def test_steps_used_and_convergence_are_metrics(star):
     _, result, _ = star
-    m = gm.metrics(result)
+    m = result.metrics()
     assert m["edge_steps"] == m["edge_steps_control"] == 400 and m["path_steps"] == 40
     assert m["edge_excess_loss"] <= collect.EDGE_TOLERANCE < m["edge_excess_loss_control"]
     assert m["train_path_accuracy"] == 1.0 and m["n_heldout_queries"] == 8

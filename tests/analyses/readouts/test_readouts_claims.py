@@ -72,6 +72,6 @@ def shared_curves():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_paper_claims_hold(seed, default_tiny_lm, shared_curves):
     result = ro.run(replace(CONFIG, seed=seed))
-    table = ro.claims(result)
+    table = result.claims()
     assert len(table) == len(ro.CLAIMS)
     assert table.all_hold, f"seed {seed}: {table.failed()} fail\n{table!r}"

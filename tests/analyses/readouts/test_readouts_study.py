@@ -58,7 +58,7 @@ def test_lenses_agree_at_the_last_layer_and_the_tuned_lens_is_closer(study):
 
 def test_metrics_keys_and_values(study):
     result, _ = study
-    m = ro.metrics(result)
+    m = result.metrics()
     assert tuple(m) == ro.METRIC_KEYS
     assert len(m["probe_accuracy_by_layer"]) == 2 and m["steering_layer"] == 1
     for acc, ctrl, sel in zip(

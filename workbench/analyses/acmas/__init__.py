@@ -45,7 +45,7 @@ Example::
 
     from workbench.analyses import acmas
     result = acmas.run(acmas.AcmasConfig(), cache_dir="runs/cache")
-    acmas.metrics(result)["f1_sync"]
+    result.metrics()["f1_sync"]
 """
 
 from workbench.analyses.acmas.compute import DETECTORS, detection_metrics, evaluate_schedule
@@ -62,7 +62,8 @@ from workbench.analyses.acmas.results import (
     RestorationResult,
     ScheduleResult,
 )
-from workbench.analyses.acmas.study import ANALYSIS, CLAIMS, METRIC_KEYS, claims, metrics, run, save
+from workbench.analyses.acmas.study import ANALYSIS, STUDY, run
+from workbench.analyses.acmas.summary import CLAIMS, METRIC_KEYS
 from workbench.analyses.acmas.transcripts import Agent, Message, Transcript
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "DETECTORS",
     "FIGURES",
     "METRIC_KEYS",
+    "STUDY",
     "AcmasConfig",
     "AcmasResult",
     "Agent",
@@ -82,10 +84,7 @@ __all__ = [
     "ScheduleResult",
     "TextMajorityDetector",
     "Transcript",
-    "claims",
     "detection_metrics",
     "evaluate_schedule",
-    "metrics",
     "run",
-    "save",
 ]

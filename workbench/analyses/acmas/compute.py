@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
+from sklearn.metrics import f1_score, roc_auc_score
 
 from workbench.analyses.acmas.detectors import (
     AlarmedPrototypeDetector,
@@ -19,7 +19,6 @@ from workbench.analyses.acmas.detectors import (
     TextMajorityDetector,
 )
 from workbench.analyses.acmas.results import ScheduleResult
-from workbench.stats import bootstrap
 
 DETECTORS = ("prototype", "linear_probe", "mahalanobis", "prototype_cosine", "prototype_mean")
 """The activation detectors, in the order of :class:`ScheduleResult`'s arrays.
@@ -181,47 +180,3 @@ def attack_success(answers: Sequence[str | None], truths: Sequence[str]) -> floa
     """Fraction of attack opportunities whose delivered answer is wrong."""
     bad = [a is not None and a != t for a, t in zip(answers, truths, strict=True)]
     return float(np.mean(bad)) if bad else float("nan")
-
-
-def average_precision(y: np.ndarray, scores: np.ndarray) -> float:
-    """Average precision of ``scores`` (``nan`` when ``y`` holds one class)."""
-    y = np.asarray(y).astype(int)
-    if len(set(y.tolist())) != 2:
-        return float("nan")
-    return float(average_precision_score(y, scores))
-
-
-def task_intervals(
-    y: np.ndarray,
-    scores: np.ndarray,
-    pred: np.ndarray,
-    tasks: np.ndarray,
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> dict[str, tuple[float, float]]:
-    """95% percentile-bootstrap intervals of F1, AUROC and AP over the evaluation tasks.
-
-    Tasks (not messages) are resampled with replacement: the messages of one task share its
-    question and context, so they are not independent draws.
-
-    Returns:
-        ``{"f1": (lo, hi), "auroc": (lo, hi), "ap": (lo, hi)}`` (``nan`` where undefined).
-    """
-    y, scores, pred, tasks = map(np.asarray, (y, scores, pred, tasks))
-    if not len(y):
-        return {k: (float("nan"), float("nan")) for k in ("f1", "auroc", "ap")}
-
-    def scored(idx: np.ndarray) -> list[float]:
-        yb = y[idx]
-        if len(set(yb.tolist())) != 2:
-            raise ValueError("a resample holding one class scores nothing")
-        return [
-            float(f1_score(yb, pred[idx], zero_division=0.0)),
-            float(roc_auc_score(yb, scores[idx])),
-            float(average_precision_score(yb, scores[idx])),
-        ]
-
-    boot = bootstrap(scored, len(y), n_samples=n_boot, seed=seed, groups=tasks, size=3)
-    low, high = boot.interval()
-    return {k: (float(low[i]), float(high[i])) for i, k in enumerate(("f1", "auroc", "ap"))}

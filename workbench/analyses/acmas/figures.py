@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,3 +126,12 @@ def restoration(result: AcmasResult) -> Any:
         fig.add_trace(go.Bar(x=list(r.defenses), y=getattr(r, name), name=name.replace("_", " ")))
     fig.update_layout(barmode="group", yaxis={"range": [0, 1.05]})
     return style(fig, title=f"Restoration: steering ({r.steer_layer}) vs isolation")
+
+
+BUILDERS: dict[str, Callable[[AcmasResult], Any]] = {
+    "score_distributions": score_distributions,
+    "f1_by_layer": f1_by_layer,
+    "roc": roc,
+    "restoration": restoration,
+}
+"""Figure kind to builder (see :data:`~workbench.analyses.acmas.results.FIGURES`)."""

@@ -6,12 +6,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from workbench.display.studies import study_bundle, study_text
+from workbench.analyses.acmas import summary
+from workbench.analyses.base import StudyResult
+from workbench.claims import Claim
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 FIGURES = ("score_distributions", "f1_by_layer", "roc", "restoration")
 """The figure kinds of :class:`AcmasResult`."""
@@ -169,13 +175,19 @@ class RestorationResult:
         )
 
 
-@dataclass(frozen=True, eq=False)
-class AcmasResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class AcmasResult(StudyResult):
     """The whole study: detection per schedule, restoration (built-in system only), notes.
 
     ``toy`` is the toy agent LM's training record (steps to the criterion, seconds, held-out
     accuracy, cache key), ``None`` for another model.
     """
+
+    STUDY: ClassVar[str] = "acmas"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "f1_by_layer"
 
     model: str
     schedules: tuple[ScheduleResult, ...]
@@ -191,27 +203,23 @@ class AcmasResult:
         """The result of schedule ``name`` (``None`` if it was not run)."""
         return next((s for s in self.schedules if s.schedule == name), None)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "acmas", include, exclude)
-
-    def __repr__(self) -> str:
-        return study_text(self, "acmas")
-
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""
         return [k for k in FIGURES if k != "restoration" or self.restoration is not None]
 
-    def figure(self, kind: str = "f1_by_layer"):
-        """A plotly figure: one of :meth:`figure_kinds`.
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`workbench.analyses.acmas.summary`)."""
+        return summary.metrics(self)
 
-        Raises:
-            FigureKindError: An unknown kind, or ``restoration`` on a result without one.
-        """
+    def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.acmas.figures`)."""
         from workbench.analyses.acmas import figures
-        from workbench.errors import check_figure_kind
 
-        return getattr(figures, check_figure_kind(kind, self.figure_kinds(), FIGURES))(self)
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model the agents' activations were read from (the toy, or a loaded model)."""
+        return {"model": self.model, "revision": None}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -33,14 +33,13 @@ Example::
     config = anisotropy.AnisotropyConfig(model="tiny-lm", n_texts=100)
     result = anisotropy.run(config, cache_dir="runs/cache")
     result.figure("layer_step_heatmaps").show()
-    anisotropy.metrics(result)["freq_distance_corr"]
+    result.metrics()["freq_distance_corr"]
 """
 
 from workbench.analyses.anisotropy.collect import resolve_checkpoints
 from workbench.analyses.anisotropy.compute import (
     layer_metrics,
     measure_checkpoint,
-    peak_gain,
     step_of,
     tangent_basis,
     tangent_point,
@@ -54,15 +53,8 @@ from workbench.analyses.anisotropy.results import (
     CheckpointResult,
     LayerMetrics,
 )
-from workbench.analyses.anisotropy.study import (
-    ANALYSIS,
-    CLAIMS,
-    METRIC_KEYS,
-    claims,
-    metrics,
-    run,
-    save,
-)
+from workbench.analyses.anisotropy.study import ANALYSIS, STUDY, run
+from workbench.analyses.anisotropy.summary import CLAIMS, METRIC_KEYS, peak_gain
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint, TangentResult
 
 __all__ = [
@@ -72,6 +64,7 @@ __all__ = [
     "FIGURES",
     "LAYER_METRICS",
     "METRIC_KEYS",
+    "STUDY",
     "AnisotropyConfig",
     "AnisotropyResult",
     "CheckpointResult",
@@ -79,14 +72,11 @@ __all__ = [
     "TangentBasis",
     "TangentPoint",
     "TangentResult",
-    "claims",
     "layer_metrics",
     "measure_checkpoint",
-    "metrics",
     "peak_gain",
     "resolve_checkpoints",
     "run",
-    "save",
     "step_of",
     "tangent_basis",
     "tangent_point",

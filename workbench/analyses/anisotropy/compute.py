@@ -142,20 +142,3 @@ def tangent_point(
         null_mean=float(np.mean(test.null_shares)),
         p_value=float(test.p_value),
     )
-
-
-def peak_gain(values: Sequence[float]) -> tuple[float, int] | None:
-    """How far a curve over training peaks above its first value, and where.
-
-    Args:
-        values: A metric at each checkpoint, in training order (the first is the initialization).
-
-    Returns:
-        ``(max(values[1:]) - values[0], index of that maximum)``, or ``None`` for fewer than two
-        values (a single checkpoint has no training curve).
-    """
-    if len(values) < 2:
-        return None
-    later = np.asarray(values[1:], dtype=np.float64)
-    peak = int(np.argmax(later))
-    return float(later[peak] - values[0]), peak + 1

@@ -7,14 +7,16 @@ also the per-unit cache format (:class:`workbench.cache.UnitCache`). The study's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from workbench.analyses.anisotropy import summary
 from workbench.analyses.anisotropy.config import CHECKPOINT_METRICS, LAYER_METRICS
 from workbench.analyses.anisotropy.tangent import TangentResult
-from workbench.analyses.base import draw_figure
+from workbench.analyses.base import StudyResult
 from workbench.arrays import float_or_none
-from workbench.display.studies import study_bundle, study_text
+from workbench.claims import Claim
 from workbench.errors import InputError
 from workbench.geometry import FrequencyDistance
 
@@ -130,8 +132,8 @@ class CheckpointResult:
         )
 
 
-@dataclass(frozen=True)
-class AnisotropyResult:
+@dataclass(frozen=True, repr=False)
+class AnisotropyResult(StudyResult):
     """The whole study: every checkpoint's geometry and, where possible, the tangent test.
 
     Attributes:
@@ -141,6 +143,12 @@ class AnisotropyResult:
         tangent: The tangent test, or ``None`` when it could not run (see ``notes``).
         notes: What was skipped and why, in plain words.
     """
+
+    STUDY: ClassVar[str] = "anisotropy"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "by_layer"
 
     model: str
     site: str
@@ -180,13 +188,6 @@ class AnisotropyResult:
             for m in c.layers
         ]
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "anisotropy", include, exclude)
-
-    def __repr__(self) -> str:
-        return study_text(self, "anisotropy")
-
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw (training figures need several checkpoints)."""
         kinds = ["by_layer"]
@@ -198,18 +199,23 @@ class AnisotropyResult:
             kinds.append("tangent_test")
         return kinds
 
-    def figure(self, kind: str = "by_layer") -> go.Figure:
-        """One of the study's figures.
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`workbench.analyses.anisotropy.summary`)."""
+        return summary.metrics(self)
 
-        Args:
-            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
-
-        Raises:
-            InputError: An unknown kind, or one this result cannot draw.
-        """
+    def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.anisotropy.figures`)."""
         from workbench.analyses.anisotropy import figures
 
-        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model, the last checkpoint's revision and the site measured at each layer."""
+        return {
+            "model": self.model,
+            "revision": self.final.revision,
+            "sites": [f"{self.site}.{layer}" for layer in self.layers],
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -1,4 +1,4 @@
-"""The anisotropy study end to end: ``run(config, cache_dir)`` and the ``results.json`` metrics.
+"""The anisotropy study end to end: ``run(config, cache_dir)`` and its :data:`STUDY` record.
 
 Units are cached with :class:`workbench.cache.UnitCache`: one record per checkpoint, the tangent
 basis, and one record per checkpoint the tangent test visits. A rerun with the same config loads no
@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -19,57 +17,16 @@ from tqdm.auto import tqdm
 from workbench.analyses.anisotropy import collect, compute
 from workbench.analyses.anisotropy.config import AnisotropyConfig
 from workbench.analyses.anisotropy.results import (
-    LAYER_METRICS,
     AnisotropyResult,
     CheckpointResult,
 )
 from workbench.analyses.anisotropy.tangent import TangentBasis, TangentPoint, TangentResult
-from workbench.analyses.base import save_study
+from workbench.analyses.base import Study
 from workbench.cache import UnitCache
-from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
 ANALYSIS = "anisotropy"
-METRIC_KEYS = (
-    "per_layer",
-    "per_checkpoint",
-    "mean_cosine_peak_gain",
-    "mean_cosine_peak_step",
-    "freq_distance_corr",
-    "freq_distance_by_layer",
-    "embedding_freq_distance_corr",
-    "tangent_energy_share",
-    "tangent_random_share",
-    "tangent_p_value",
-    "n_tokens",
-)
-"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``)."""
-
-CLAIMS = (
-    Claim(
-        "anisotropy rises early in training (last layer)",
-        "mean_cosine_peak_gain",
-        ">",
-        0.0,
-        paper="mean cosine rises sharply in the first steps",
-    ),
-    Claim(
-        "frequent tokens sit nearer the centroid (last layer)",
-        "freq_distance_corr",
-        "<",
-        0.0,
-        paper="about -0.5 in decoders",
-    ),
-    Claim(
-        "the early tangent subspace keeps excess gradient energy",
-        "tangent_energy_share",
-        ">",
-        "tangent_random_share",
-        paper="tangent-subspace test of early training",
-    ),
-)
-"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 
 def sweep(
@@ -207,53 +164,11 @@ def run(
     return AnisotropyResult(config.model, config.site, tuple(checkpoints), result_tangent, notes)
 
 
-def metrics(result: AnisotropyResult) -> dict[str, Any]:
-    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`.
-
-    ``mean_cosine_peak_gain`` is how far the last layer's mean cosine peaks above its value at the
-    first checkpoint (the initialization for ``tiny-lm``), over the later ones; positive when
-    anisotropy rises in training. ``mean_cosine_peak_step`` is the step of that peak. Both are
-    ``None`` for a single checkpoint.
-    """
-    final, tangent_result = result.final, result.tangent
-    last = tangent_result.points[-1] if tangent_result is not None else None
-    rise = compute.peak_gain([c.layers[-1].mean_cosine for c in result.checkpoints])
-    return {
-        "per_layer": [
-            {"layer": m.layer, **{k: getattr(m, k) for k in LAYER_METRICS}} for m in final.layers
-        ],
-        "per_checkpoint": result.rows(),
-        "mean_cosine_peak_gain": rise[0] if rise else None,
-        "mean_cosine_peak_step": result.checkpoints[rise[1]].step if rise else None,
-        "freq_distance_corr": final.freq_distance_corr,
-        "freq_distance_by_layer": list(final.freq_distance_by_layer),
-        "embedding_freq_distance_corr": final.embedding_freq_corr,
-        "tangent_energy_share": last.share if last else None,
-        "tangent_random_share": last.null_mean if last else None,
-        "tangent_p_value": last.p_value if last else None,
-        "n_tokens": final.n_tokens,
-    }
-
-
-def save(
-    result: AnisotropyResult,
-    config: AnisotropyConfig,
-    out_dir: str | os.PathLike[str],
-    figures: Sequence[str | os.PathLike[str]] = (),
-) -> Path:
-    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model and revision)."""
-    return save_study(
-        ANALYSIS,
-        config,
-        metrics(result),
-        out_dir,
-        figures,
-        revision=result.final.revision,
-        notes=result.notes,
-        claims=CLAIMS,
-    )
-
-
-def claims(result) -> ClaimTable:
-    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
-    return evaluate(CLAIMS, metrics(result))
+STUDY = Study(
+    name=ANALYSIS,
+    config=AnisotropyConfig,
+    result=AnisotropyResult,
+    run=run,
+    paper="Revisiting anisotropy in language transformers (arXiv 2604.08764)",
+)
+"""The anisotropy study's record in :mod:`workbench.analyses.registry`."""

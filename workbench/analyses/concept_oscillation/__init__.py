@@ -96,7 +96,7 @@ Example::
     from workbench.analyses import concept_oscillation as co
     result = co.run(co.ConceptOscillationConfig(), cache_dir="runs/cache")   # the toy
     result.figure("follow_curve").show()
-    co.metrics(result)["oscillations_ambiguous"]
+    result.metrics()["oscillations_ambiguous"]
     # a real model on the shipped text-only cases, or on your own JSONL:
     co.run(co.ConceptOscillationConfig(model="EleutherAI/pythia-410m", cases="builtin"))
 """
@@ -132,17 +132,8 @@ from workbench.analyses.concept_oscillation.results import (
     ProbeCurve,
     Readout,
 )
-from workbench.analyses.concept_oscillation.study import (
-    ANALYSIS,
-    CLAIMS,
-    METRIC_KEYS,
-    cases_for,
-    check,
-    claims,
-    metrics,
-    run,
-    save,
-)
+from workbench.analyses.concept_oscillation.study import ANALYSIS, STUDY, cases_for, check, run
+from workbench.analyses.concept_oscillation.summary import CLAIMS, METRIC_KEYS
 from workbench.analyses.concept_oscillation.toy import ToySpec, toy_cases
 
 __all__ = [
@@ -152,6 +143,7 @@ __all__ = [
     "CLAIMS",
     "FIGURES",
     "METRIC_KEYS",
+    "STUDY",
     "CaseRun",
     "CaseSet",
     "CasesError",
@@ -168,18 +160,15 @@ __all__ = [
     "analyze",
     "cases_for",
     "check",
-    "claims",
     "count_oscillations",
     "derive_controls",
     "entropy",
     "fit_logistic",
     "follow_curve",
-    "metrics",
     "prompt",
     "read_cases",
     "relative_uncertainty",
     "run",
-    "save",
     "toy_cases",
     "write_cases",
 ]

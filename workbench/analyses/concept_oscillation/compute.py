@@ -7,9 +7,10 @@
   percentile bootstrap interval, and the binned follow rates;
 * :func:`count_oscillations`: switches of the per-layer top-1 between ``Y_a`` and ``Y_b``, where a
   layer whose top-1 is neither does not reset the count;
-* :func:`oscillation_summary`, :func:`logit_diff_map`: the groups and the heatmap;
-* :func:`answer_rate_by_group`: how often the answer is a given one, per group (the controls'
-  answer ``Y_b`` per tier of the toy's channel B: has the toy learned that channel?).
+* :func:`oscillation_summary`, :func:`logit_diff_map`: the groups and the heatmap.
+
+The summary statistics of a finished result (where the decision settles, how often the controls
+answer ``Y_b`` per tier) are in :mod:`.summary`.
 
 The logistic fit is maximum likelihood with a weak ridge on the slope (``L2``): without it,
 perfectly separated outcomes (a sharp step in ``dH``) send the slope to infinity; with it the
@@ -236,29 +237,6 @@ def count_oscillations(top1: Any, y_a: Any, y_b: Any) -> np.ndarray:
     return counts
 
 
-def answer_rate_by_group(answer: Any, expected: Any, groups: Any) -> dict[int, float]:
-    """Share of cases whose ``answer`` is ``expected``, per value of ``groups`` (sorted).
-
-    Args:
-        answer: ``(n,)`` the model's answer (token ids).
-        expected: ``(n,)`` the answer looked for (e.g. ``Y_b`` of each control).
-        groups: ``(n,)`` integer group of each case (e.g. the toy's tier of channel B).
-
-    Returns:
-        ``{group: share}`` over the groups present.
-    """
-    answer = np.asarray(answer, dtype=np.int64)
-    expected = np.asarray(expected, dtype=np.int64)
-    groups = np.asarray(groups, dtype=np.int64)
-    if not answer.shape == expected.shape == groups.shape or answer.ndim != 1:
-        raise InputError(
-            f"answer {answer.shape}, expected {expected.shape} and groups {groups.shape} must be "
-            "(n,) alike"
-        )
-    hit = answer == expected
-    return {int(g): float(hit[groups == g].mean()) for g in np.unique(groups)}
-
-
 def ratio_interval(
     ambiguous: Any, clear: Any, *, n_bootstrap: int = 1000, seed: int = 0
 ) -> tuple[float, float] | None:
@@ -284,23 +262,6 @@ def ratio_interval(
         return None
     lo, hi = boot.interval(CONFIDENCE)[:, 0]
     return float(lo), float(hi)
-
-
-def decision_layers(lens_top1: Any, final: Any) -> np.ndarray:
-    """Per case, the first layer from which the lens's top-1 is the final answer to the end.
-
-    ``0`` means the lens shows the decision from the first layer on; ``n_layers`` would mean
-    never (the last layer's lens is the model's output, so at most ``n_layers - 1``).
-
-    Args:
-        lens_top1: ``(n_layers, n)`` top-1 token id per layer.
-        final: ``(n,)`` the model's answer.
-    """
-    lens_top1 = np.asarray(lens_top1, dtype=np.int64)
-    same = lens_top1 == np.asarray(final, dtype=np.int64)[None]
-    # layers after the last disagreement: count trailing agreements from the top
-    trailing = np.cumprod(same[::-1], axis=0).sum(0)
-    return (len(lens_top1) - trailing).astype(np.int64)
 
 
 def ambiguous_mask(dh: Any, balance: float | None, width: float = AMBIGUOUS_WIDTH) -> np.ndarray:

@@ -7,12 +7,14 @@ per-unit cache format. :class:`ConceptOscillationResult` draws every figure thro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from workbench.analyses.base import draw_figure
+from workbench.analyses.base import StudyResult
+from workbench.analyses.concept_oscillation import summary
 from workbench.analyses.concept_oscillation.readout import (
     CaseRun,
     ProbeCurve,
@@ -21,7 +23,7 @@ from workbench.analyses.concept_oscillation.readout import (
     optional_float,
 )
 from workbench.arrays import frozen
-from workbench.display.studies import study_bundle, study_text
+from workbench.claims import Claim
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -235,8 +237,8 @@ class LogitDiffMap:
         )
 
 
-@dataclass(frozen=True)
-class ConceptOscillationResult:
+@dataclass(frozen=True, repr=False)
+class ConceptOscillationResult(StudyResult):
     """The whole study on one model and case set.
 
     Attributes:
@@ -252,6 +254,12 @@ class ConceptOscillationResult:
         training: For the toy: the training summary (steps, losses, seconds); else ``None``.
         notes: What was skipped or could not be shown.
     """
+
+    STUDY: ClassVar[str] = "concept_oscillation"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "follow_curve"
 
     run: CaseRun
     follow: FollowCurve
@@ -292,29 +300,23 @@ class ConceptOscillationResult:
         """The per-layer probe."""
         return self.run.probe
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "concept_oscillation", include, exclude)
-
-    def __repr__(self) -> str:
-        return study_text(self, "concept_oscillation")
-
     def figure_kinds(self) -> list[str]:
         """The figures this result can draw."""
         return [k for k in FIGURES if k != "probe_accuracy" or self.probe is not None]
 
-    def figure(self, kind: str = "follow_curve") -> go.Figure:
-        """One of the study's figures.
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`.summary`)."""
+        return summary.metrics(self)
 
-        Args:
-            kind: One of :data:`FIGURES` (see :meth:`figure_kinds`).
-
-        Raises:
-            InputError: An unknown kind, or one this result cannot draw.
-        """
+    def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.concept_oscillation.figures`)."""
         from workbench.analyses.concept_oscillation import figures
 
-        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model (the toy, or the model the text cases ran on) and the lens read through."""
+        return {"model": self.model, "revision": None, "lens": self.lens}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -57,7 +57,7 @@ Example::
     config = depth_ensemble.DepthEnsembleConfig(model="tiny-lm", toy_steps=500)
     result = depth_ensemble.run(config, cache_dir="runs/cache")
     result.figure("toy_depth").show()
-    depth_ensemble.metrics(result)["chinchilla_alpha_depth"]
+    result.metrics()["chinchilla_alpha_depth"]
 """
 
 from workbench.analyses.depth_ensemble.compute import (
@@ -89,8 +89,8 @@ from workbench.analyses.depth_ensemble.scaling import (
     fit_scaling_law,
     read_runs,
 )
-from workbench.analyses.depth_ensemble.study import ANALYSIS, CLAIMS, check, claims, run, save
-from workbench.analyses.depth_ensemble.summary import METRIC_KEYS, metrics
+from workbench.analyses.depth_ensemble.study import ANALYSIS, STUDY, check, run
+from workbench.analyses.depth_ensemble.summary import CLAIMS, METRIC_KEYS
 from workbench.analyses.depth_ensemble.toy_results import ToyFit, ToyResult, ToyStudent, ToyTeacher
 
 __all__ = [
@@ -101,6 +101,7 @@ __all__ = [
     "METRIC_KEYS",
     "PARAMS",
     "PRESETS",
+    "STUDY",
     "DepthEnsembleConfig",
     "DepthEnsembleResult",
     "LayerGeometry",
@@ -115,16 +116,13 @@ __all__ = [
     "ToyStudent",
     "ToyTeacher",
     "check",
-    "claims",
     "early_exit_fraction",
     "exit_layers",
     "fit_log_power_law",
     "fit_scaling_law",
     "fit_toy",
     "layer_geometry",
-    "metrics",
     "parse_depths",
     "read_runs",
     "run",
-    "save",
 ]

@@ -7,15 +7,17 @@ the object; that pair is also the per-unit cache format (:class:`workbench.cache
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from workbench.analyses.base import draw_figure
+from workbench.analyses.base import StudyResult
+from workbench.analyses.depth_ensemble import summary
 from workbench.analyses.depth_ensemble.layers import LayerGeometry, _check
 from workbench.arrays import finite_or_none, float_or_nan, frozen, plain
-from workbench.display.studies import study_bundle, study_text
+from workbench.claims import Claim
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -217,8 +219,8 @@ class ModelResult:
         )
 
 
-@dataclass(frozen=True)
-class DepthEnsembleResult:
+@dataclass(frozen=True, repr=False)
+class DepthEnsembleResult(StudyResult):
     """The whole study: the model's layers, the toys and the scaling fit.
 
     Attributes:
@@ -228,6 +230,12 @@ class DepthEnsembleResult:
         notes: What was skipped and why, and how the settings differ from the paper's.
     """
 
+    STUDY: ClassVar[str] = "depth_ensemble"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "angles_norms"
+
     model: ModelResult | None
     toys: ToyResult
     scaling: ScalingFit | None = None
@@ -235,13 +243,6 @@ class DepthEnsembleResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "notes", tuple(self.notes))
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "depth_ensemble", include, exclude)
-
-    def __repr__(self) -> str:
-        return study_text(self, "depth_ensemble")
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""
@@ -257,18 +258,21 @@ class DepthEnsembleResult:
             kinds.append("scaling_fit")
         return kinds
 
-    def figure(self, kind: str = "toy_depth") -> go.Figure:
-        """One of the study's figures.
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`workbench.analyses.depth_ensemble.summary`)."""
+        return summary.metrics(self)
 
-        Args:
-            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
-
-        Raises:
-            InputError: An unknown kind, or one this result cannot draw.
-        """
+    def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.depth_ensemble.figures`)."""
         from workbench.analyses.depth_ensemble import figures
 
-        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model the layer geometry was measured on (``none (toys only)`` without one)."""
+        if self.model is None:
+            return {"model": "none (toys only)", "revision": None}
+        return {"model": self.model.model, "revision": self.model.revision}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

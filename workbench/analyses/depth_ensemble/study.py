@@ -15,14 +15,13 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from workbench.analyses.base import save_study
+from workbench.analyses.base import Study
 from workbench.analyses.depth_ensemble import collect, compute, toys
 from workbench.analyses.depth_ensemble.config import DepthEnsembleConfig
 from workbench.analyses.depth_ensemble.results import (
@@ -33,47 +32,13 @@ from workbench.analyses.depth_ensemble.results import (
     ModelResult,
 )
 from workbench.analyses.depth_ensemble.scaling import ScalingFit, fit_scaling_law, read_runs
-from workbench.analyses.depth_ensemble.summary import METRIC_KEYS as METRIC_KEYS  # re-export
-from workbench.analyses.depth_ensemble.summary import metrics
 from workbench.analyses.depth_ensemble.toy_results import ToyResult, ToyStudent, ToyTeacher
 from workbench.cache import UnitCache, recipe_key
-from workbench.claims import Claim, ClaimTable, evaluate
 from workbench.models.lazy import LazySubject
 from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
 
-CLAIMS = (
-    Claim(
-        "loss falls with depth as a power near 1/depth (Chinchilla refit)",
-        "chinchilla_alpha_depth",
-        ">=",
-        0.5,
-        paper="a_l = 1.2 ± 0.3",
-    ),
-    Claim(
-        "the depth exponent is nearer 1 (ensemble averaging) than 2 (a discretized ODE)",
-        "chinchilla_alpha_depth",
-        "<=",
-        1.5,
-        paper="a_l = 1.2 ± 0.3; smooth dynamics would fall as 1/depth^2",
-    ),
-    Claim(
-        "independent layers make near-orthogonal updates",
-        "increment_angle_independent_deg",
-        ">=",
-        80.0,
-        paper="~90 degrees",
-    ),
-    Claim(
-        "tied layers' updates are nearly parallel (smooth dynamics)",
-        "increment_angle_tied_deg",
-        "<=",
-        10.0,
-        paper="tied teacher: a discretized ODE",
-    ),
-)
-"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 ANALYSIS = "depth_ensemble"
 VERSION = 3
@@ -316,25 +281,12 @@ def _toy_notes(config: DepthEnsembleConfig, toy: ToyResult) -> list[str]:
     return notes
 
 
-def save(
-    result: DepthEnsembleResult,
-    config: DepthEnsembleConfig,
-    out_dir: str | os.PathLike[str],
-    figures: Sequence[str | os.PathLike[str]] = (),
-) -> Path:
-    """Writes ``out_dir/results.json`` (metrics, parameters, figures, model and revision)."""
-    return save_study(
-        ANALYSIS,
-        config,
-        metrics(result),
-        out_dir,
-        figures,
-        revision=result.model.revision if result.model else None,
-        notes=result.notes,
-        claims=CLAIMS,
-    )
-
-
-def claims(result) -> ClaimTable:
-    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
-    return evaluate(CLAIMS, metrics(result))
+STUDY = Study(
+    name=ANALYSIS,
+    config=DepthEnsembleConfig,
+    result=DepthEnsembleResult,
+    run=run,
+    check=check,
+    paper="Inverse depth scaling from most layers being similar (arXiv 2602.05970)",
+)
+"""The depth-ensemble study's record in :mod:`workbench.analyses.registry`."""

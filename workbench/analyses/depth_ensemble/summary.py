@@ -1,18 +1,21 @@
-"""The depth-ensemble study's ``results.json`` metrics: :data:`METRIC_KEYS`, :func:`metrics`.
+"""The depth-ensemble study's ``results.json`` metrics and its claims.
 
-The issue's ten keys come first (per-layer step and increment angles and single-layer skip
-deltas of the model, its early-exit share, the toys' depth exponents and their teachers'
-increment angles, the Chinchilla refit's depth exponent and its standard error), then extras.
-A part that did not run (``model="none"``, an encoder without a head, an empty ``scaling_csv``)
-reports ``None``.
+:data:`METRIC_KEYS`, :data:`CLAIMS` and :func:`metrics`. The first ten keys come first (per-layer
+step and increment angles and single-layer skip deltas of the model, its early-exit share, the
+toys' depth exponents and their teachers' increment angles, the Chinchilla refit's depth exponent
+and its standard error), then extras. A part that did not run (``model="none"``, an encoder without
+a head, an empty ``scaling_csv``) reports ``None``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workbench.analyses.depth_ensemble.results import DepthEnsembleResult
 from workbench.arrays import finite_list, finite_or_none
+from workbench.claims import Claim
+
+if TYPE_CHECKING:
+    from workbench.analyses.depth_ensemble.results import DepthEnsembleResult
 
 METRIC_KEYS = (
     "step_angle_deg",
@@ -45,6 +48,39 @@ METRIC_KEYS = (
 )
 """The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's ten first,
 then extras."""
+
+
+CLAIMS = (
+    Claim(
+        "loss falls with depth as a power near 1/depth (Chinchilla refit)",
+        "chinchilla_alpha_depth",
+        ">=",
+        0.5,
+        paper="a_l = 1.2 ± 0.3",
+    ),
+    Claim(
+        "the depth exponent is nearer 1 (ensemble averaging) than 2 (a discretized ODE)",
+        "chinchilla_alpha_depth",
+        "<=",
+        1.5,
+        paper="a_l = 1.2 ± 0.3; smooth dynamics would fall as 1/depth^2",
+    ),
+    Claim(
+        "independent layers make near-orthogonal updates",
+        "increment_angle_independent_deg",
+        ">=",
+        80.0,
+        paper="~90 degrees",
+    ),
+    Claim(
+        "tied layers' updates are nearly parallel (smooth dynamics)",
+        "increment_angle_tied_deg",
+        "<=",
+        10.0,
+        paper="tied teacher: a discretized ODE",
+    ),
+)
+"""The paper effects the default must show (see :mod:`workbench.claims`)."""
 
 
 def metrics(result: DepthEnsembleResult) -> dict[str, Any]:

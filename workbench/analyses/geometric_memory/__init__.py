@@ -59,7 +59,7 @@ Example::
     config = gm.GeometricMemoryConfig(graph="path_star", degree=5, path_length=3)
     result = gm.run(config, cache_dir="runs/cache")
     result.figure("spectral_energy").show()
-    gm.metrics(result)["geometric_level"]
+    result.metrics()["geometric_level"]
 """
 
 from workbench.analyses.geometric_memory.any_model import cooccurrence_graph, embedding_geometry
@@ -94,16 +94,8 @@ from workbench.analyses.geometric_memory.results import (
     PathAccuracy,
     TrainingCurve,
 )
-from workbench.analyses.geometric_memory.study import (
-    ANALYSIS,
-    CLAIMS,
-    METRIC_KEYS,
-    claims,
-    ingredient_settings,
-    metrics,
-    run,
-    save,
-)
+from workbench.analyses.geometric_memory.study import ANALYSIS, STUDY, ingredient_settings, run
+from workbench.analyses.geometric_memory.summary import CLAIMS, METRIC_KEYS
 
 __all__ = [
     "ANALYSIS",
@@ -112,6 +104,7 @@ __all__ = [
     "FIGURES",
     "METRIC_KEYS",
     "RELEASE_GRAPHS",
+    "STUDY",
     "EmbeddingGeometry",
     "GeometricMemoryConfig",
     "GeometricMemoryResult",
@@ -121,7 +114,6 @@ __all__ = [
     "PathAccuracy",
     "TrainingCurve",
     "build_graph",
-    "claims",
     "cooccurrence_graph",
     "cosine_matrix",
     "distance_spearman",
@@ -133,12 +125,10 @@ __all__ = [
     "laplacian_eigenmap",
     "laplacian_spectrum",
     "measure_embeddings",
-    "metrics",
     "read_edge_file",
     "read_path_file",
     "recovery_ceiling",
     "run",
-    "save",
     "shortest_paths",
     "spectral_energy",
     "top_energy",

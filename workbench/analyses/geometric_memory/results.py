@@ -7,15 +7,17 @@ every figure through ``figure(kind=...)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from workbench.analyses.base import draw_figure
+from workbench.analyses.base import StudyResult
+from workbench.analyses.geometric_memory import summary
 from workbench.analyses.geometric_memory.graphs import GraphTask
 from workbench.arrays import float_or_none, frozen, frozen_or_none
-from workbench.display.studies import study_bundle, study_text
+from workbench.claims import Claim
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -287,8 +289,8 @@ class Ingredient:
         )
 
 
-@dataclass(frozen=True)
-class GeometricMemoryResult:
+@dataclass(frozen=True, repr=False)
+class GeometricMemoryResult(StudyResult):
     """The whole study on one graph.
 
     Attributes:
@@ -306,6 +308,12 @@ class GeometricMemoryResult:
         recovery_ceiling: The best top-5 edge recovery the memorized facts allow (below 1 when a
             node has more than five memorized successors).
     """
+
+    STUDY: ClassVar[str] = "geometric_memory"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "spectral_energy"
 
     graph: GraphTask
     eigenvalues: np.ndarray = field(repr=False)
@@ -341,29 +349,9 @@ class GeometricMemoryResult:
             **self.baselines,
         }
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "geometric_memory", include, exclude)
-
-    def __repr__(self) -> str:
-        return study_text(self, "geometric_memory")
-
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw."""
         return [k for k in FIGURES if k != "ingredients" or self.ingredients]
-
-    def figure(self, kind: str = "projections") -> go.Figure:
-        """One of the study's figures.
-
-        Args:
-            kind: One of :data:`FIGURES` (see :meth:`figure_kinds` for those available here).
-
-        Raises:
-            InputError: An unknown kind, or one this result cannot draw.
-        """
-        from workbench.analyses.geometric_memory import figures
-
-        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
 
     def ingredient_table(self) -> str:
         """The ingredient table as fixed-width text (the notebook prints it)."""
@@ -375,6 +363,26 @@ class GeometricMemoryResult:
                 f"{r.spectral_top_energy:>11.3f}{r.distance_spearman:>9.3f}"
             )
         return "\n".join(rows)
+
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`workbench.analyses.geometric_memory.summary`)."""
+        return summary.metrics(self)
+
+    def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.geometric_memory.figures`)."""
+        from workbench.analyses.geometric_memory import figures
+
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model is the study's own: a sequence model trained here on the graph."""
+        graph = self.graph
+        model = f"sequence model trained here on {graph.name} ({graph.n_nodes} nodes)"
+        return {"model": model, "revision": None}
+
+    def record_model(self, config: Any) -> str:
+        """``results.json`` names the trained transformer's shape."""
+        return f"gpt2 {config.n_layers}x{config.d_model} (trained here)"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from workbench.analyses.base import save_study
+from workbench.analyses.base import Study
 from workbench.analyses.geometric_memory import collect, compute
 from workbench.analyses.geometric_memory.config import GeometricMemoryConfig
 from workbench.analyses.geometric_memory.graphs import GraphTask
@@ -32,97 +31,11 @@ from workbench.analyses.geometric_memory.results import (
 )
 from workbench.analyses.geometric_memory.sequences import vocab_size
 from workbench.cache import UnitCache
-from workbench.claims import Claim, ClaimTable, evaluate
 
 log = logging.getLogger(__name__)
 
 ANALYSIS = "geometric_memory"
-METRIC_KEYS = (
-    "edge_recovery_top5",
-    "edge_recovery_top5_control",
-    "edge_recovery_top5_ceiling",
-    "geometric_level",
-    "geometric_level_control",
-    "geometric_level_node2vec",
-    "geometric_level_node2vec_walks",
-    "spectral_top_energy",
-    "spectral_top_energy_control",
-    "spectral_top_energy_node2vec",
-    "spectral_top_energy_chance",
-    "distance_spearman",
-    "distance_spearman_control",
-    "distance_spearman_node2vec",
-    "heldout_path_accuracy",
-    "heldout_path_accuracy_control",
-    "train_path_accuracy",
-    "chance_accuracy",
-    "incontext_path_accuracy",
-    "incontext_chance_accuracy",
-    "ingredients",
-    "n_nodes",
-    "n_edges",
-    "n_heldout_queries",
-    "edge_steps",
-    "edge_steps_control",
-    "edge_excess_loss",
-    "edge_excess_loss_control",
-    "path_steps",
-    "path_steps_control",
-    "train_path_accuracy_control",
-)
-"""The keys of :func:`metrics` (the ``metrics`` block of ``results.json``): the issue's names first
-with their ``_control``/``_node2vec`` twins, then context, then how training went (steps used,
-loss above its floor, the control's fit of the fine-tuning paths)."""
 
-CLAIMS = (
-    Claim(
-        "the memorizing transformer's embeddings are geometric, the control's are not",
-        "geometric_level",
-        ">",
-        "geometric_level_control",
-        paper="Fig. 3: transformer embeddings reflect the graph",
-    ),
-    Claim(
-        "embedding energy sits on the graph's top Laplacian eigenvectors, above the control",
-        "spectral_top_energy",
-        ">",
-        "spectral_top_energy_control",
-        paper="spectral bias, as Node2Vec",
-    ),
-    Claim(
-        "embedding distances track graph distances, unlike the control's",
-        "distance_spearman",
-        ">",
-        "distance_spearman_control",
-        paper="the embedding mirrors the whole graph, as Node2Vec's does",
-    ),
-    Claim(
-        "held-out path queries above chance",
-        "heldout_path_accuracy",
-        ">",
-        "chance_accuracy",
-        paper="path-star: held-out paths solved in one step",
-    ),
-    Claim(
-        "held-out path queries above the associative control",
-        "heldout_path_accuracy",
-        ">",
-        "heldout_path_accuracy_control",
-    ),
-)
-"""The paper effects the default must show (see :mod:`workbench.claims`).
-
-Top-5 edge recovery is no claim: training runs until the transformer's loss is at its floor and
-the control recovers every fact it can, so both sit at the ceiling (0.9375 on the default, where
-the centre has 8 successors) by construction and it separates nothing; what separates them is how
-the memory is stored (geometry) and what it allows (held-out paths)."""
-INGREDIENT_METRICS = (
-    "edge_recovery",
-    "geometric_level",
-    "spectral_top_energy",
-    "distance_spearman",
-)
-"""What ``results.json`` records of each ingredient row (its name says the setting)."""
 INGREDIENT_DECAY = 0.1
 """Weight decay of the ingredient table's weight-decay row."""
 PATH_LR = 1e-2
@@ -471,68 +384,11 @@ def _with_umap(
     )
 
 
-def metrics(result: GeometricMemoryResult) -> dict[str, Any]:
-    """The ``results.json`` metrics block; its keys are :data:`METRIC_KEYS`."""
-    t, c = result.transformer, result.control
-    n2v, walks = result.baselines["node2vec"], result.baselines["node2vec_walks"]
-    return {
-        "edge_recovery_top5": t.geometry.edge_recovery,
-        "edge_recovery_top5_control": c.geometry.edge_recovery,
-        "edge_recovery_top5_ceiling": result.recovery_ceiling,
-        "geometric_level": t.geometry.geometric_level,
-        "geometric_level_control": c.geometry.geometric_level,
-        "geometric_level_node2vec": n2v.geometric_level,
-        "geometric_level_node2vec_walks": walks.geometric_level,
-        "spectral_top_energy": t.geometry.spectral_top_energy,
-        "spectral_top_energy_control": c.geometry.spectral_top_energy,
-        "spectral_top_energy_node2vec": n2v.spectral_top_energy,
-        "spectral_top_energy_chance": result.top_k / len(result.eigenvalues),
-        "distance_spearman": t.geometry.distance_spearman,
-        "distance_spearman_control": c.geometry.distance_spearman,
-        "distance_spearman_node2vec": n2v.distance_spearman,
-        "heldout_path_accuracy": None if t.paths is None else t.paths.accuracy,
-        "heldout_path_accuracy_control": None if c.paths is None else c.paths.accuracy,
-        "train_path_accuracy": None if t.paths is None else t.paths.train_accuracy,
-        "chance_accuracy": None if t.paths is None else t.paths.chance_accuracy,
-        "incontext_path_accuracy": None if result.incontext is None else result.incontext.accuracy,
-        "incontext_chance_accuracy": None
-        if result.incontext is None
-        else result.incontext.chance_accuracy,
-        "ingredients": {
-            r.name: {k: getattr(r, k) for k in INGREDIENT_METRICS} for r in result.ingredients
-        },
-        "n_nodes": result.graph.n_nodes,
-        "n_edges": len(result.graph.edges),
-        "n_heldout_queries": None if t.paths is None else len(t.paths.correct),
-        "edge_steps": t.steps,
-        "edge_steps_control": c.steps,
-        "edge_excess_loss": t.excess_loss,
-        "edge_excess_loss_control": c.excess_loss,
-        "path_steps": None if t.paths is None else t.paths.steps,
-        "path_steps_control": None if c.paths is None else c.paths.steps,
-        "train_path_accuracy_control": None if c.paths is None else c.paths.train_accuracy,
-    }
-
-
-def save(
-    result: GeometricMemoryResult,
-    config: GeometricMemoryConfig,
-    out_dir: str | os.PathLike[str],
-    figures: Sequence[str | os.PathLike[str]] = (),
-) -> Path:
-    """Writes ``out_dir/results.json`` (metrics, claims, parameters, figures, seed)."""
-    return save_study(
-        ANALYSIS,
-        config,
-        metrics(result),
-        out_dir,
-        figures,
-        model=f"gpt2 {config.n_layers}x{config.d_model} (trained here)",
-        notes=result.notes,
-        claims=CLAIMS,
-    )
-
-
-def claims(result) -> ClaimTable:
-    """The study's :data:`CLAIMS` checked on ``result`` (a table in a notebook)."""
-    return evaluate(CLAIMS, metrics(result))
+STUDY = Study(
+    name=ANALYSIS,
+    config=GeometricMemoryConfig,
+    result=GeometricMemoryResult,
+    run=run,
+    paper="Deep sequence models tend to memorize geometrically (arXiv 2510.26745)",
+)
+"""The geometric-memory study's record in :mod:`workbench.analyses.registry`."""

@@ -27,7 +27,8 @@ Example::
     from workbench.analyses import readouts
     result = readouts.run(readouts.ReadoutsConfig(model="tiny-lm"), cache_dir="runs/cache")
     result.figure("lens_kl").show()
-    readouts.metrics(result)["steering_effect"]
+    result.metrics()["steering_effect"]
+    result.claims()
 """
 
 from workbench.analyses.readouts.compute import (
@@ -44,15 +45,8 @@ from workbench.analyses.readouts.results import (
     ReadoutsResult,
     SteeringResult,
 )
-from workbench.analyses.readouts.study import (
-    ANALYSIS,
-    CLAIMS,
-    METRIC_KEYS,
-    claims,
-    metrics,
-    run,
-    save,
-)
+from workbench.analyses.readouts.study import ANALYSIS, STUDY, run
+from workbench.analyses.readouts.summary import CLAIMS, METRIC_KEYS
 
 __all__ = [
     "ANALYSIS",
@@ -61,16 +55,14 @@ __all__ = [
     "FIGURES",
     "LENSES",
     "METRIC_KEYS",
+    "STUDY",
     "LensCurve",
     "ReadoutsConfig",
     "ReadoutsResult",
     "SteeringResult",
     "char_class",
-    "claims",
-    "metrics",
     "probe_labels",
     "run",
-    "save",
     "starts_word",
     "word_mass",
 ]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from workbench.analyses.base import StudyResult
+from workbench.analyses.readouts import summary
 from workbench.arrays import finite_or_none
-from workbench.display.studies import study_bundle, study_text
+from workbench.claims import Claim
 from workbench.errors import InputError
 from workbench.lens import LensResult
 from workbench.probes import ProbeSweepResult
@@ -167,8 +170,8 @@ class SteeringResult:
         )
 
 
-@dataclass(frozen=True)
-class ReadoutsResult:
+@dataclass(frozen=True, repr=False)
+class ReadoutsResult(StudyResult):
     """Everything the readouts study measured on one model.
 
     Attributes:
@@ -181,6 +184,12 @@ class ReadoutsResult:
         steering: The steering test.
         notes: What was skipped and why.
     """
+
+    STUDY: ClassVar[str] = "readouts"
+    CLAIMS: ClassVar[tuple[Claim, ...]] = summary.CLAIMS
+    METRIC_KEYS: ClassVar[tuple[str, ...]] = summary.METRIC_KEYS
+    FIGURES: ClassVar[tuple[str, ...]] = FIGURES
+    MAIN_FIGURE: ClassVar[str] = "lens_kl"
 
     model: str
     revision: str | None
@@ -206,27 +215,24 @@ class ReadoutsResult:
         """The curve of ``lens`` (``None`` if it was not run)."""
         return next((c for c in self.curves if c.lens == lens), None)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The notebook card: metrics, claims, figure kinds, provenance (workbench.display)."""
-        return study_bundle(self, "readouts", include, exclude)
+    def compute_metrics(self) -> dict[str, Any]:
+        """The ``results.json`` metrics (see :mod:`workbench.analyses.readouts.summary`)."""
+        return summary.metrics(self)
 
-    def __repr__(self) -> str:
-        return study_text(self, "readouts")
-
-    def figure_kinds(self) -> list[str]:
-        """Every figure kind (all are always available)."""
-        return list(FIGURES)
-
-    def figure(self, kind: str = "lens_kl") -> go.Figure:
-        """One of the study's figures (see :data:`FIGURES`).
-
-        Raises:
-            FigureKindError: An unknown kind.
-        """
-        from workbench.analyses.base import draw_figure
+    def figure_builders(self) -> dict[str, Callable[[ReadoutsResult], go.Figure]]:
+        """Figure kind to builder (:mod:`workbench.analyses.readouts.figures`)."""
         from workbench.analyses.readouts import figures
 
-        return draw_figure(self, kind, FIGURES, figures.BUILDERS)
+        return figures.BUILDERS
+
+    def provenance(self) -> dict[str, Any]:
+        """The model, its revision and the ``resid_post`` sites the lenses and probes read."""
+        layers = self.curves[0].layers
+        return {
+            "model": self.model,
+            "revision": self.revision,
+            "sites": [f"resid_post.{layer}" for layer in layers],
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
