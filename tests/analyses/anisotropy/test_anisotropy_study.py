@@ -53,6 +53,27 @@ def test_sweep_covers_every_checkpoint_and_layer(study):
     assert result.notes == ()
 
 
+def test_one_checkpoint_in_memory_at_a_time(config, tmp_path, monkeypatch):
+    """Every model the study loads is gone (no reference left) before the next one loads."""
+    import contextlib
+    import gc
+    import weakref
+
+    real, alive, loads = collect.loaded, [], []
+
+    @contextlib.contextmanager
+    def watched(*args, **kwargs):
+        gc.collect()
+        loads.append(sum(ref() is not None for ref in alive))
+        with real(*args, **kwargs) as subject:
+            alive.append(weakref.ref(subject.model))
+            yield subject
+
+    monkeypatch.setattr(collect, "loaded", watched)
+    an.run(replace(config, n_texts=8), cache_dir=tmp_path, progress=False)
+    assert len(loads) >= 7 and loads == [0] * len(loads)  # 4 checkpoints, then the tangent test
+
+
 def test_a_rerun_from_the_cache_loads_no_model(config, study, forbid_model_loading):
     result, cache = study
     again = an.run(config, cache_dir=cache, progress=False)

@@ -92,15 +92,17 @@ def tangent(
     inputs = collect.texts(config)
     unit = f"tangent-basis-{site}-{'-'.join([steps[0], *fit])}-r{config.tangent_rank}"
 
-    def fit_basis() -> TangentBasis:
-        with collect.loaded(config, steps[0]) as subject:
+    def states(revision: str) -> dict[int, np.ndarray]:
+        # one checkpoint in memory at a time: the model is freed when this returns, before the
+        # next one loads (a `with ... as subject` in a loop would keep it bound while loading)
+        with collect.loaded(config, revision) as subject:
             if not collect.has_lm_head(subject):
                 raise _NoLMHead
-            base, _ = collect.layer_states(subject, inputs, config, layers=str(layer))
-        moved = []
-        for revision in fit:
-            with collect.loaded(config, revision) as subject:
-                moved.append(collect.layer_states(subject, inputs, config, layers=str(layer))[0])
+            return collect.layer_states(subject, inputs, config, layers=str(layer))[0]
+
+    def fit_basis() -> TangentBasis:
+        base = states(steps[0])
+        moved = [states(revision) for revision in fit]
         return compute.tangent_basis(
             base[layer],
             [m[layer] for m in moved],

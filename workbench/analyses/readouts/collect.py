@@ -6,7 +6,10 @@ readout layer (:mod:`workbench.lens`, :mod:`workbench.probes`, :mod:`workbench.i
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -92,10 +95,16 @@ def lens_rows(acts: Activations, config: ReadoutsConfig) -> np.ndarray | None:
     return np.sort(picked)
 
 
-def load(config: ReadoutsConfig) -> Subject:
-    """The model, quietly."""
+@contextlib.contextmanager
+def loaded(config: ReadoutsConfig) -> Iterator[Subject]:
+    """The model for the block, loaded quietly and freed afterwards."""
     quiet_transformers()
-    return load_model(config.model, device=config.device)
+    subject = load_model(config.model, device=config.device)
+    try:
+        yield subject
+    finally:
+        del subject
+        gc.collect()
 
 
 def pieces(subject: Subject) -> list[str]:
@@ -315,7 +324,7 @@ __all__ = [
     "lens_curve",
     "lens_folder",
     "lens_rows",
-    "load",
+    "loaded",
     "pieces",
     "probe",
     "steering",

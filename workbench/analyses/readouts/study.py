@@ -7,18 +7,17 @@ loads the model only if a unit is missing.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from typing import Any
 
 from workbench.analyses.base import Study
 from workbench.analyses.readouts import collect
 from workbench.analyses.readouts.config import ReadoutsConfig
 from workbench.analyses.readouts.results import LensCurve, ReadoutsResult, SteeringResult
 from workbench.cache import UnitCache
-from workbench.capturing import Activations
 from workbench.lens import LensResult
-from workbench.models import Subject
+from workbench.models.lazy import LazySubject
 from workbench.probes import ProbeSweepResult
 
 ANALYSIS = "readouts"
@@ -40,46 +39,39 @@ def run(
     key = config.key()
     cache = UnitCache(cache_dir, key)
     train_texts, held = collect.texts(config)
-    loaded: dict[str, Any] = {}
+    with LazySubject(lambda: collect.loaded(config)) as lazy:
+        held_acts = functools.cache(lambda: collect.activations(lazy.get(), held, config))
 
-    def subject() -> Subject:
-        if "s" not in loaded:
-            loaded["s"] = collect.load(config)
-        return loaded["s"]
+        def curve(lens: str) -> Callable[[], LensCurve]:
+            def compute() -> LensCurve:
+                tuned = None
+                if lens == "tuned":
+                    folder = collect.lens_folder(cache_dir, key)
+                    train = collect.activations(lazy.get(), train_texts, config)
+                    tuned = collect.tuned_lens(lazy.get(), train, config, folder)
+                    del train
+                return collect.lens_curve(lazy.get(), lens, held, held_acts(), config, tuned)
 
-    def held_acts() -> Activations:
-        if "held" not in loaded:
-            loaded["held"] = collect.activations(subject(), held, config)
-        return loaded["held"]
+            return compute
 
-    def curve(lens: str) -> Callable[[], LensCurve]:
-        def compute() -> LensCurve:
-            tuned = None
-            if lens == "tuned":
-                folder = collect.lens_folder(cache_dir, key)
-                train = collect.activations(subject(), train_texts, config)
-                tuned = collect.tuned_lens(subject(), train, config, folder)
-                del train
-            return collect.lens_curve(subject(), lens, held, held_acts(), config, tuned)
-
-        return compute
-
-    curves = tuple(
-        cache.get(f"curve-{lens}", curve(lens), LensCurve.from_dict) for lens in config.lenses
-    )
-    record = cache.load("heatmap")
-    heat = LensResult.from_dict(record) if record else None
-    if heat is None:
-        heat = collect.heatmap(subject(), held, config)
-        cache.save("heatmap", heat.to_dict(full=True))
-    probe = cache.get(
-        "probe", lambda: collect.probe(subject(), held_acts(), config), ProbeSweepResult.from_dict
-    )
-    steering = cache.get(
-        "steering",
-        lambda: collect.steering(subject(), held, held_acts(), config),
-        SteeringResult.from_dict,
-    )
+        curves = tuple(
+            cache.get(f"curve-{lens}", curve(lens), LensCurve.from_dict) for lens in config.lenses
+        )
+        record = cache.load("heatmap")
+        heat = LensResult.from_dict(record) if record else None
+        if heat is None:
+            heat = collect.heatmap(lazy.get(), held, config)
+            cache.save("heatmap", heat.to_dict(full=True))
+        probe = cache.get(
+            "probe",
+            lambda: collect.probe(lazy.get(), held_acts(), config),
+            ProbeSweepResult.from_dict,
+        )
+        steering = cache.get(
+            "steering",
+            lambda: collect.steering(lazy.get(), held, held_acts(), config),
+            SteeringResult.from_dict,
+        )
     revision = heat.revision
     return ReadoutsResult(config.model, revision, curves, heat, probe, config.probe_task, steering)
 
