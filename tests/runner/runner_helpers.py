@@ -37,3 +37,13 @@ def executions(marker: Path) -> collections.Counter:
     if not marker.exists():
         return collections.Counter()
     return collections.Counter(line.split()[0] for line in marker.read_text().splitlines())
+
+
+def table(out: Path) -> list[dict]:
+    """A sweep's tidy table: ``results.parquet`` rows (``results.csv`` has as many lines)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "results.parquet").to_pylist()
+    csv_lines = (out / "results.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == len(rows) + 1
+    return rows

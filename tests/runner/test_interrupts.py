@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from runner_helpers import cli, cli_env, workbench, write_grid
+from runner_helpers import cli, cli_env, table, workbench, write_grid
 
 psutil = pytest.importorskip("psutil")
 
@@ -160,6 +160,8 @@ def test_stopped_sweep_leaves_no_process_and_resumes_each_point_once(tmp_path, s
 
 @pytest.mark.slow
 def test_interrupted_ray_sweep_stops_its_local_cluster(tmp_path):
+    """The suite's one Ray test: a sweep on a real local cluster, interrupted, then resumed on
+    a new cluster, which runs each unfinished point once and tabulates every point."""
     pytest.importorskip("ray")
     proc, args, out, marker = _start(tmp_path, "--backend", "ray", sleep=6.0)
     try:
@@ -173,6 +175,7 @@ def test_interrupted_ray_sweep_stops_its_local_cluster(tmp_path):
     assert code == 130, stderr
     assert stderr.strip().splitlines()[-1].startswith("interrupted: rerun the same command")
     _resume_runs_each_unfinished_point_once(args, out, marker, unfinished)
+    assert len(table(out)) == len(POINTS)
 
 
 @pytest.mark.slow

@@ -7,9 +7,8 @@ import json
 import os
 import subprocess
 
-import pyarrow.parquet as pq
 import pytest
-from runner_helpers import cli, cli_env, executions, workbench, write_grid
+from runner_helpers import cli, cli_env, executions, table, workbench, write_grid
 
 from workbench.figures import static_export_problem
 from workbench.runner.errors import GridError
@@ -23,13 +22,6 @@ def grid_file(tmp_path, axes: str, **fixed) -> tuple:
     extra = "".join(f"  {k}: {v}\n" for k, v in fixed.items())
     path = write_grid(tmp_path / "grid.yaml", axes + LIGHT.format(marker=marker) + extra)
     return path, marker
-
-
-def table(out):
-    rows = pq.read_table(out / "results.parquet").to_pylist()
-    csv_lines = (out / "results.csv").read_text().strip().splitlines()
-    assert len(csv_lines) == len(rows) + 1
-    return rows
 
 
 def test_grid_points_are_a_cartesian_product_with_stable_ids(tmp_path):
@@ -90,18 +82,6 @@ def test_two_sweeps_into_one_folder_never_run_a_point_twice(tmp_path):
     assert len(table(out)) == 4
     # the summary follows --formats: HTML only
     assert (out / "summary.html").is_file() and not (out / "summary.png").exists()
-
-
-@pytest.mark.slow
-def test_ray_backend_on_a_real_local_cluster(tmp_path):
-    pytest.importorskip("ray")
-    from workbench.runner.sweep import run_sweep
-
-    grid, marker = grid_file(tmp_path, "n: [2, 3]\n")
-    result = run_sweep("toy", load_grid(grid), tmp_path / "sweep", backend="ray", workers=2)
-    assert len(result.ran) == 2 and not result.failed
-    assert executions(marker) == {"2": 1, "3": 1}
-    assert len(table(tmp_path / "sweep")) == 2
 
 
 def test_local_workers_share_out_the_cpus(monkeypatch):
