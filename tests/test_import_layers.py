@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # their modules)
     ("workbench", "errors", "arrays", "files", "provenance", "records", "devices"),
     ("stats", "seeds"),
-    ("cache", "claims"),  # keyed unit caches; claims as data (not in DESIGN's block yet)
+    ("cache", "claims", "criteria"),  # keyed unit caches; claims as data; missed criteria
     # Presentation, right above the leaves: DESIGN's block lists figures/ above geometry, but
     # every layer's results draw (figure()) and show (display) themselves, and figures/ and
     # display/ import only leaves, so they sit here (DESIGN's block should say so).

@@ -33,7 +33,7 @@ import html
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from workbench.arrays import finite_or_none
@@ -174,7 +174,9 @@ class ClaimResult:
         value: The metric's value (``None``: not measured).
         threshold: The threshold's value in this run.
         margin: How far ``value`` lies on the right side of ``threshold`` (negative: wrong side).
-        holds: Whether the claim holds (``None``: not measured).
+        holds: Whether the claim holds (``None``: not measured, or not evaluable).
+        not_evaluable: Why the claim cannot be judged on this run although its metrics were
+            measured (a training it depends on missed its criterion), else ``None``.
     """
 
     claim: Claim
@@ -182,9 +184,18 @@ class ClaimResult:
     threshold: float | None
     margin: float | None
     holds: bool | None
+    not_evaluable: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``holds``, ``fails``, ``not measured`` or ``not evaluable``."""
+        if self.not_evaluable:
+            return "not evaluable"
+        return {True: "holds", False: "fails", None: "not measured"}[self.holds]
 
     def to_dict(self) -> dict[str, Any]:
         """The ``results.json`` entry: the claim's outcome and its definition (to re-judge it)."""
+        extra = {"not_evaluable": self.not_evaluable} if self.not_evaluable else {}
         return {
             "name": self.claim.name,
             "claim": self.claim.describe(),
@@ -194,6 +205,7 @@ class ClaimResult:
             "holds": self.holds,
             "paper": self.claim.paper,
             "definition": self.claim.to_dict(),
+            **extra,
         }
 
 
@@ -222,11 +234,26 @@ class ClaimTable:
         """The ``claims`` list of ``results.json``."""
         return [r.to_dict() for r in self.results]
 
+    def not_evaluable(self, reasons: Mapping[str, str]) -> ClaimTable:
+        """The table with the named claims marked not evaluable (``holds`` and margin ``None``).
+
+        Args:
+            reasons: Claim name to why it cannot be judged on this run.
+        """
+        return ClaimTable(
+            tuple(
+                replace(r, margin=None, holds=None, not_evaluable=reasons[r.claim.name])
+                if r.claim.name in reasons
+                else r
+                for r in self.results
+            )
+        )
+
     def __repr__(self) -> str:
         held = sum(r.holds is True for r in self.results)
         lines = [f"{held}/{len(self.results)} claims hold"]
         for r in self.results:
-            mark = {True: "holds", False: "FAILS", None: "not measured"}[r.holds]
+            mark = "FAILS" if r.holds is False else r.status
             lines.append(
                 f"  {mark:<12} {r.claim.name}: {_fmt(r.value)} {r.claim.op} {_fmt(r.threshold)}"
             )
@@ -239,7 +266,7 @@ class ClaimTable:
             f"<td><code>{html.escape(r.claim.describe())}</code></td>"
             f"<td>{_fmt(r.value)}</td><td>{_fmt(r.threshold)}</td>"
             f"<td style='color:{_COLOURS[r.holds]};font-weight:600'>"
-            f"{ {True: 'holds', False: 'fails', None: 'not measured'}[r.holds] }</td>"
+            f"{r.status}</td>"
             f"<td>{html.escape(r.claim.paper)}</td>"
             "</tr>"
             for r in self.results

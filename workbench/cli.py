@@ -106,6 +106,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     _add_params(p, "a notebook parameter; VALUE is plain data: 3, 0.5, true, null, [1, 2], text")
     p.add_argument("--out", required=True, help="run folder: notebook, results.json, figures/")
     p.add_argument("--timeout", type=float, default=None, help="per-cell timeout in seconds")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a training that misses its criterion fails the run (default: a warning, recorded)",
+    )
     _add_formats(p)
 
 
@@ -283,11 +288,17 @@ def _raw_params(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`workbench run`: execute one analysis notebook."""
-    from workbench.runner.run import run_analysis
+    from workbench.runner.run import STRICT_ENV, run_analysis
 
     raw = _raw_params(args.param)
     result = run_analysis(
-        args.analysis, {}, args.out, raw=raw, timeout=args.timeout, formats=args.formats
+        args.analysis,
+        {},
+        args.out,
+        raw=raw,
+        timeout=args.timeout,
+        formats=args.formats,
+        env=STRICT_ENV if args.strict else None,
     )
     if not result.ok:
         sys.stderr.write(

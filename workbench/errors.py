@@ -99,5 +99,11 @@ class DetectorError(WorkbenchError, ValueError):
     """Bad input to a detector: too few benign rows to fit, mismatched shapes, bad options."""
 
 
-class ToyNotLearnedError(WorkbenchError):
-    """An embedded toy reached its step cap before its training criterion held."""
+class CriterionWarning(UserWarning):
+    """A training reached its step cap before its criterion held (see :mod:`workbench.criteria`).
+
+    The run goes on and its results record the shortfall, as scikit-learn's
+    ``ConvergenceWarning`` does. Ask for strictness to make it an error:
+    ``warnings.simplefilter("error", CriterionWarning)`` in Python, ``workbench run --strict`` on
+    the command line.
+    """

@@ -43,6 +43,7 @@ def save_results(
     notes: Sequence[str] = (),
     claims: Sequence[Mapping[str, Any]] = (),
     weights: Mapping[str, Any] | None = None,
+    shortfalls: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Writes ``out_dir/results.json``.
 
@@ -59,6 +60,8 @@ def save_results(
         claims: The study's claims checked on ``metrics`` (``ClaimTable.to_list()``).
         weights: Where the model's weights came from, when recorded (the embedded ``smollm2``:
             its GGUF's sha256 and quantisation); written as ``provenance.weights``.
+        shortfalls: The trainings that missed their criterion (``Shortfall.to_dict()``),
+            written as ``provenance.shortfalls`` when there are any.
 
     Returns:
         The path of ``results.json``.
@@ -82,6 +85,8 @@ def save_results(
     }
     if weights is not None:
         record["provenance"]["weights"] = dict(weights)
+    if shortfalls:
+        record["provenance"]["shortfalls"] = plain([dict(s) for s in shortfalls])
     if notes:
         record["notes"] = [str(n) for n in notes]
     target = out / RESULTS
@@ -131,7 +136,7 @@ def complete_provenance(
     record = json.loads(target.read_text())
     record["params"] = plain({**params, **record.get("params", {})})
     # the kernel's own model record and numerics, not the runner's
-    kept = ("model", "revision", "seed", "weights", *NUMERICS)
+    kept = ("model", "revision", "seed", "weights", "shortfalls", *NUMERICS)
     own = {k: v for k, v in record.get("provenance", {}).items() if k in kept}
     record["provenance"] = plain(
         {"model": None, "revision": None, "seed": None, **provenance, **own}

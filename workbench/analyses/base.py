@@ -36,7 +36,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal, Self
 
 from workbench.cache import recipe_key
-from workbench.claims import Claim, evaluate
+from workbench.claims import Claim, ClaimTable, evaluate
+from workbench.criteria import Shortfall, dependent_claims
 from workbench.errors import ConfigError, check_figure_kind
 from workbench.records import save_results
 
@@ -116,14 +117,16 @@ def save_study(
     model: str | None = None,
     revision: str | None = None,
     notes: Sequence[str] = (),
-    claims: Sequence[Claim] = (),
+    claims: Sequence[Claim] | ClaimTable = (),
+    shortfalls: Sequence[Shortfall] = (),
 ) -> Path:
     """Writes a study's ``out_dir/results.json``: its config as the parameters, its metrics.
 
     The model (unless given) and seed are read from the config's ``model`` and ``seed`` fields
     when it has them.
-    Each study's ``save(result, config, out_dir, figures)`` calls this with its own metrics and
-    its ``CLAIMS``, which are checked on the metrics and written as the ``claims`` list.
+    :meth:`StudyResult.save` calls this with the study's metrics and its checked claims (a
+    ``ClaimTable``; bare ``Claim`` records are checked on ``metrics`` here), written as the
+    ``claims`` list, and the trainings that missed their criterion (``provenance.shortfalls``).
     """
     from workbench.models import weights_record
 
@@ -138,8 +141,9 @@ def save_study(
         revision=revision,
         seed=getattr(config, "seed", None),
         notes=list(notes),
-        claims=evaluate(claims, metrics).to_list(),
+        claims=(claims if isinstance(claims, ClaimTable) else evaluate(claims, metrics)).to_list(),
         weights=None if model is None else weights_record(model),
+        shortfalls=[s.to_dict() for s in shortfalls],
     )
 
 
@@ -215,6 +219,15 @@ class StudyResult:
         """``model``, ``revision`` and, where one site kind was measured, ``sites``."""
         raise NotImplementedError
 
+    def shortfalls(self) -> tuple[Shortfall, ...]:
+        """The trainings of this run that reached their step cap before their criterion held.
+
+        Read from the result itself (a cached result reports what the fresh one did); each names
+        the claims it makes not evaluable. Default: none (a study without trainings to a
+        criterion).
+        """
+        return ()
+
     def record_model(self, config: StudyConfig) -> str | None:
         """The model ``results.json`` names; ``None``: the config's ``model`` field."""
         return None
@@ -236,9 +249,15 @@ class StudyResult:
             object.__setattr__(self, _METRICS_MEMO, memo)
         return memo
 
-    def claims(self) -> Any:
-        """The study's ``CLAIMS`` checked on :meth:`metrics` (a ``ClaimTable``)."""
-        return evaluate(self.CLAIMS, self.metrics())
+    def claims(self) -> ClaimTable:
+        """The study's ``CLAIMS`` checked on :meth:`metrics` (a ``ClaimTable``).
+
+        A claim that depends on a training that missed its criterion (:meth:`shortfalls`) is
+        marked not evaluable: ``holds`` is ``None`` and the reason is recorded.
+        """
+        table = evaluate(self.CLAIMS, self.metrics())
+        names = [c.name for c in self.CLAIMS]
+        return table.not_evaluable(dependent_claims(names, self.shortfalls()))
 
     def figure_kinds(self) -> list[str]:
         """The figure kinds this result can draw (default: every kind of the study)."""
@@ -261,7 +280,10 @@ class StudyResult:
         out_dir: str | os.PathLike[str],
         figures: Sequence[str | os.PathLike[str]] = (),
     ) -> Path:
-        """Writes ``out_dir/results.json``: parameters, metrics, claims, figures, provenance."""
+        """Writes ``out_dir/results.json``: parameters, metrics, claims, figures, provenance.
+
+        The trainings that missed their criterion are recorded as ``provenance.shortfalls``.
+        """
         return save_study(
             self.STUDY,
             config,
@@ -271,7 +293,8 @@ class StudyResult:
             model=self.record_model(config),
             revision=self.provenance().get("revision"),
             notes=tuple(self.notes),
-            claims=self.CLAIMS,
+            claims=self.claims(),
+            shortfalls=self.shortfalls(),
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

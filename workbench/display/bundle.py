@@ -218,6 +218,7 @@ def study_result_bundle(
     provenance: Mapping[str, Any] | None = None,
     main_figure: str | None = None,
     notes: Sequence[str] = (),
+    shortfalls: Sequence[str] = (),
     include: Iterable[str] | None = None,
     exclude: Iterable[str] | None = None,
 ) -> dict[str, Any]:
@@ -236,6 +237,8 @@ def study_result_bundle(
         provenance: ``model``, ``revision``, ``sites`` and any extra short entries.
         main_figure: Kind of the snapshot figure (default: the first of ``figure_kinds``).
         notes: Lines to show under the metrics (what was skipped and why).
+        shortfalls: One line per training that missed its criterion, shown first in the card
+            and in the text.
         include: As for :func:`mimebundle`.
         exclude: As for :func:`mimebundle`.
     """
@@ -243,7 +246,8 @@ def study_result_bundle(
     record = provenance_record(
         prov.pop("model", None), prov.pop("revision", None), prov.pop("sites", None), prov
     )
-    body = [H.section("metrics"), metrics_table(metrics)]
+    body = [H.note(f"warning: {line}") for line in shortfalls]
+    body += [H.section("metrics"), metrics_table(metrics)]
     claim_rows = _claim_rows(claims)
     if claim_rows:
         held = sum(r["holds"] is True for r in claim_rows)
@@ -254,6 +258,7 @@ def study_result_bundle(
     subtitle = _model_line(record)
     html = H.card(f"{title} result", subtitle, "".join(body), footer(record))
     lines = [f"{type(result).__name__}({title}; {subtitle})"]
+    lines += [f"  warning: {line}" for line in shortfalls]
     for key, value in list(metrics.items())[:TEXT_METRICS]:
         lines.append(f"  {key}: {_short(value, limit=100)}")
     if len(metrics) > TEXT_METRICS:
@@ -393,7 +398,7 @@ def _claims_html(rows: list[dict[str, Any]]) -> str:
             r.get("threshold"),
             H.Raw(
                 f"<span style='color:{colours[r.get('holds')]};font-weight:600'>"
-                f"{words[r.get('holds')]}</span>"
+                f"{'not evaluable' if r.get('not_evaluable') else words[r.get('holds')]}</span>"
             ),
         )
         for r in rows

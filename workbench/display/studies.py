@@ -70,6 +70,7 @@ def study_bundle(
         provenance=result.provenance(),
         main_figure=main if main in kinds else None,
         notes=_notes(result),
+        shortfalls=[s.message() for s in result.shortfalls()],
         include=include,
         exclude=exclude,
     )
@@ -88,6 +89,7 @@ def study_text(result: Any) -> str:
         claims=claims,
         figure_kinds=kinds,
         provenance=result.provenance(),
+        shortfalls=[s.message() for s in result.shortfalls()],
         include=("text/plain",),
     )
     return bundle["text/plain"]

@@ -60,6 +60,10 @@ class TrainConfig:
             its schedule is bitwise the run of ``steps=decay_steps``.
         min_steps: No ``stop_when`` criterion is asked before this step (0: from the first
             evaluation on).
+        restarts: Warm restarts (Loshchilov & Hutter, 2017, SGDR): past ``decay_steps`` the cosine
+            starts again from ``lr``, one period of ``decay_steps - warmup`` steps after another,
+            instead of staying at the floor. With a criterion, a run that has not met it at the
+            end of its schedule trains on through fresh cycles from where it is.
         grad_clip: Maximum global L2 norm of the gradient, or ``None`` for no clipping.
         batch_size: Rows per step drawn from tensor data, or ``None`` for full batch. Ignored
             when the batches come from a ``sample`` function.
@@ -86,6 +90,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     decay_steps: int | None = None
     min_steps: int = 0
+    restarts: bool = False
     grad_clip: float | None = 1.0
     batch_size: int | None = None
     seed: int = 0
@@ -149,7 +154,10 @@ class TrainConfig:
         if step < self.warmup:
             return (step + 1) / self.warmup
         end = self.steps if self.decay_steps is None else self.decay_steps
-        progress = (step - self.warmup) / max(1, end - self.warmup)
+        period = max(1, end - self.warmup)
+        progress = (step - self.warmup) / period
+        if self.restarts and progress >= 1.0:
+            progress = ((step - self.warmup) % period) / period
         floor = self.min_lr_ratio
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 

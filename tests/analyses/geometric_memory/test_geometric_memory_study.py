@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,8 +14,8 @@ import pytest
 from support import run_notebook
 
 from workbench.analyses import geometric_memory as gm
-from workbench.analyses.geometric_memory import collect, study
-from workbench.errors import ConfigError, InputError
+from workbench.analyses.geometric_memory import collect, study, summary
+from workbench.errors import ConfigError, CriterionWarning, InputError
 
 REPO = Path(__file__).resolve().parents[3]
 NOTEBOOK = REPO / "notebooks" / "geometric_memory.ipynb"
@@ -50,15 +52,13 @@ def star(tmp_path_factory):
     return config, gm.run(config, cache_dir=cache, progress=False), cache
 
 
-def _fixed_steps(run, steps, met, what, field, advice=""):
-    """``collect._to_criterion`` without its criterion: the configured steps, converged or not."""
-    return run(steps), steps
-
-
 @pytest.fixture
 def fixed_steps(monkeypatch):
-    """Tests of the plumbing train a few steps, far from converged: no criterion, no retries."""
-    monkeypatch.setattr(collect, "_to_criterion", _fixed_steps)
+    """Tests of the plumbing train a few steps, far from converged: the cap is the steps."""
+    monkeypatch.setattr(collect, "CAP_FACTOR", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CriterionWarning)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +73,9 @@ def release_grid(tmp_path_factory):
         umap=False,
         device="cpu",
     )
-    with pytest.MonkeyPatch.context() as patch:  # ten fine-tuning steps fit no path
-        patch.setattr(collect, "_to_criterion", _fixed_steps)
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings():
+        patch.setattr(collect, "CAP_FACTOR", 1)  # ten fine-tuning steps: no criterion
+        warnings.simplefilter("ignore", CriterionWarning)
         return gm.run(config, progress=False)
 
 
@@ -327,27 +328,75 @@ def test_self_edges_run_through_every_step(fixed_steps):
     assert m["incontext_chance_accuracy"] == pytest.approx(1 / 2)
 
 
-def test_training_runs_to_its_criterion_and_fails_loudly_past_the_cap():
+def test_training_runs_to_its_criterion_and_past_the_cap_keeps_the_run():
     config = gm.GeometricMemoryConfig(degree=2, path_length=2, umap=False, device="cpu")
     graph = config.graph_task()
     spec = study._spec(config, graph)
-    tried = []
+    configs = []
     real = collect.train
 
     def counted(*args, **kwargs):
-        tried.append(args[1].steps)
+        configs.append(args[1])
         assert args[1].threads == 1  # the toys never depend on the machine's core count
         return real(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(collect, "train", counted)
-        with pytest.raises(collect.NotConverged, match=r"within 0\.01.*raise epochs"):
-            collect.memorize_edges(
-                graph, spec, directions="both", epochs=2, lr=0.01, weight_decay=0.0, seed=0
-            )
-    assert tried == [2, 4, 8]  # doubled up to CAP_FACTOR times the configured steps
+        run = collect.memorize_edges(
+            graph, spec, directions="both", epochs=2, lr=0.01, weight_decay=0.0, seed=0
+        )
+    # one run through the trainer's stop_when: its schedule, then on up to CAP_FACTOR times it
+    (used,) = configs
+    assert (used.steps, used.decay_steps, used.min_steps, used.restarts) == (
+        2 * collect.CAP_FACTOR,
+        2,
+        2,
+        True,
+    )
+    assert run.curve.steps[-1] == 2 * collect.CAP_FACTOR  # the cap came first: kept, not raised
+    assert run.excess_loss > collect.EDGE_TOLERANCE
     # 8 facts; the centre and both hop-1 nodes have 2 successors (6 facts), the leaves 1
     assert collect.loss_floor(graph, "both") == pytest.approx(6 / 8 * np.log(2))
+
+
+def test_a_run_that_meets_its_criterion_at_the_schedule_end_is_the_run_of_its_steps():
+    config = gm.GeometricMemoryConfig(degree=2, path_length=2, umap=False, device="cpu")
+    graph = config.graph_task()
+    spec = study._spec(config, graph)
+    kw = dict(directions="both", lr=0.01, weight_decay=0.0, seed=0)
+    capped = collect.memorize_edges(graph, spec, epochs=300, **kw)
+    plain = collect.memorize_edges(graph, spec, epochs=300, criterion=None, **kw)
+    assert capped.excess_loss <= collect.EDGE_TOLERANCE and capped.curve.steps[-1] == 300
+    assert np.array_equal(capped.embeddings, plain.embeddings)  # bitwise: same schedule
+    assert capped.curve.steps == plain.curve.steps
+    assert capped.curve.edge_recovery == plain.curve.edge_recovery
+    assert np.array_equal(capped.curve.loss, plain.curve.loss, equal_nan=True)
+
+
+def test_a_missed_criterion_warns_records_and_makes_dependent_claims_not_evaluable(tmp_path):
+    config = gm.GeometricMemoryConfig(
+        degree=4, path_length=3, epochs=200, n_heldout=2, path_epochs=1, incontext_epochs=0,
+        ingredients=False, umap=False, device="cpu",
+    )  # fmt: skip
+    with pytest.warns(CriterionWarning, match=r"path fine-tuning .* in 4 steps: .* fitted"):
+        result = gm.run(config, progress=False)
+    (short,) = result.shortfalls()
+    assert short.training == "path fine-tuning (transformer)" and short.steps == 4
+    table = {r.claim.name: r for r in result.claims()}
+    for name in summary.PATH_CLAIMS:
+        assert table[name].holds is None and "not evaluable" in table[name].not_evaluable
+    others = [r for n, r in table.items() if n not in summary.PATH_CLAIMS]
+    assert others and all(r.not_evaluable is None and r.holds is not None for r in others)
+    record = json.loads(result.save(config, tmp_path).read_text())
+    (saved,) = record["provenance"]["shortfalls"]
+    assert saved["training"] == short.training and saved["claims"] == list(summary.PATH_CLAIMS)
+    assert [c["holds"] for c in record["claims"]] == [table[c.name].holds for c in gm.CLAIMS]
+    assert "warning: path fine-tuning (transformer) missed its criterion" in repr(result)
+    assert html.escape(short.message()) in result._repr_mimebundle_()["text/html"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CriterionWarning)  # strictness: the user's choice
+        with pytest.raises(CriterionWarning, match="path fine-tuning"):
+            gm.run(config, progress=False)
 
 
 def test_steps_used_and_convergence_are_metrics(star):
@@ -356,3 +405,24 @@ def test_steps_used_and_convergence_are_metrics(star):
     assert m["edge_steps"] == m["edge_steps_control"] == 400 and m["path_steps"] == 40
     assert m["edge_excess_loss"] <= collect.EDGE_TOLERANCE < m["edge_excess_loss_control"]
     assert m["train_path_accuracy"] == 1.0 and m["n_heldout_queries"] == 8
+
+
+@pytest.mark.slow
+def test_a_missed_criterion_is_recorded_and_fails_the_cli_run_only_when_strict(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.runner.results import read_results
+
+    small = {"degree": 4, "path_length": 3, "epochs": 200, "n_heldout": 2, "path_epochs": 1,
+             "incontext_epochs": 0, "ingredients": "false", "umap": "false"}  # fmt: skip
+    args = [a for k, v in small.items() for a in ("-p", k, str(v))] + ["--formats", "html"]
+    assert main(["run", "geometric_memory", *args, "--out", str(tmp_path / "lax")]) == 0
+    record = read_results(tmp_path / "lax" / "results.json")
+    (short,) = record["provenance"]["shortfalls"]  # one path fine-tuning fell short
+    assert short["training"] == "path fine-tuning (transformer)" and short["steps"] == 4
+    held = {c["name"]: c for c in record["claims"]}
+    assert all(held[n]["holds"] is None and held[n]["not_evaluable"] for n in short["claims"])
+    strict = ["run", "geometric_memory", *args, "--strict", "--out", str(tmp_path / "strict")]
+    assert main(strict) == 1
+    err = capsys.readouterr().err
+    assert "CriterionWarning" in err and "path fine-tuning (transformer) missed" in err
+    assert not (tmp_path / "strict" / "results.json").exists()

@@ -15,6 +15,7 @@ import numpy as np
 from workbench.analyses.acmas import summary
 from workbench.analyses.base import StudyResult
 from workbench.claims import Claim
+from workbench.criteria import Shortfall
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -210,6 +211,22 @@ class AcmasResult(StudyResult):
     def compute_metrics(self) -> dict[str, Any]:
         """The ``results.json`` metrics (see :mod:`workbench.analyses.acmas.summary`)."""
         return summary.metrics(self)
+
+    def shortfalls(self) -> tuple[Shortfall, ...]:
+        """The toy agent LM, when it reached its step cap before its criterion (every claim)."""
+        toy = self.toy
+        if not toy or toy.get("learned", True):
+            return ()
+        reached = ", ".join(f"{k} {v:.3f}" for k, v in toy["accuracy"].items())
+        return (
+            Shortfall(
+                "toy agent LM training",
+                toy["criterion"],
+                f"held-out accuracy {reached}",
+                int(toy["steps"]),
+                "raise toy_steps (the cap)",
+            ),
+        )
 
     def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
         """Figure kind to builder (:mod:`workbench.analyses.acmas.figures`)."""

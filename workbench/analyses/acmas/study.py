@@ -25,6 +25,7 @@ from workbench.analyses.acmas.results import AcmasResult, RestorationResult, Sch
 from workbench.analyses.acmas.transcripts import Transcript
 from workbench.analyses.base import Study
 from workbench.cache import UnitCache
+from workbench.criteria import report
 from workbench.models.lazy import LazySubject
 from workbench.seeds import stream_seed
 
@@ -251,6 +252,9 @@ def run(
         cache_dir: Folder of the per-unit cache, the trained toy and the activation stores
             (``None``: a temporary folder, removed afterwards).
         progress: Show progress bars.
+
+    Warns (:class:`~workbench.errors.CriterionWarning`) when the toy agent LM reached its step
+    cap before its criterion; the result is returned all the same, its claims not evaluable.
     """
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="acmas-"))
@@ -294,9 +298,11 @@ def run(
                 "frac_malicious=0: no compromised agent, F1 and AUROC are undefined (0 / nan)"
             )
         log.info("cache: %d hit(s), %d computed", len(cache.hits), len(cache.misses))
-        return AcmasResult(
+        result = AcmasResult(
             config.model, tuple(results), restoration, notes, _toy_record(config, toys)
         )
+    report(result.shortfalls())
+    return result
 
 
 def _toy_record(config: AcmasConfig, toys: Path) -> dict[str, Any] | None:
@@ -315,6 +321,7 @@ def _toy_record(config: AcmasConfig, toys: Path) -> dict[str, Any] | None:
         "steps": record["steps"],
         "seconds": round(record["seconds"], 2),
         "criterion": record["criterion"],
+        "learned": record.get("learned", True),
         "accuracy": record["accuracy"],
     }
 

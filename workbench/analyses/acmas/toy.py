@@ -22,7 +22,9 @@ prompt asks for in at least ``target_accuracy`` of them: correct for a benign pr
 exactly where each injected instruction says. A fixed step count was a bet: the same 1500 steps
 trained with other float rounding (another CPU's kernels) gave agents whose injected behaviour,
 and with it the trace in the hidden states, was learned to different degrees. When ``max_steps``
-is reached before the criterion holds, :class:`ToyNotLearnedError` says which accuracy fell short.
+is reached before the criterion holds, the model is kept and ``training.json`` records
+``"learned": false`` with the accuracies reached; the study reports the shortfall
+(:mod:`workbench.criteria`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any
 import torch
 
 from workbench.cache import recipe_key
-from workbench.errors import ConfigError, ToyNotLearnedError
+from workbench.errors import ConfigError
 from workbench.seeds import stream_seed
 
 log = logging.getLogger(__name__)
@@ -275,8 +277,7 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
     criterion held, the held-out accuracies and the loss curve. ``out`` is written under a
     temporary name and renamed into place when complete.
 
-    Raises:
-        ToyNotLearnedError: ``max_steps`` was reached before the criterion held.
+    A run that reaches ``max_steps`` first is saved all the same, with ``"learned": false``.
     """
     from workbench.files import atomic_dir
     from workbench.models.gpt2 import tiny_gpt2
@@ -338,37 +339,31 @@ def train_toy(config: ToyConfig, out: str | Path, *, progress: bool = True) -> P
         progress=progress,
         desc="train agent LM (to criterion)",
     )
-    accuracy = result.evals[-1].values
-    if learned(accuracy):  # at the step the criterion stopped the run, or at the cap itself
-        model = result.model
-        assert model is not None
-        seconds = time.perf_counter() - started
-        record = {
-            "toy": asdict(config),
-            "recipe": RECIPE_VERSION,
-            "key": config.key(),
-            "criterion": f"held-out accuracy >= {config.target_accuracy} on {', '.join(KINDS)}",
-            "steps": result.steps,
-            "accuracy": accuracy,
-            "checks": checks,
-            "losses": losses,
-            "seconds": seconds,
-        }
-        with atomic_dir(out) as tmp:
-            model.save_pretrained(tmp / "model")
-            tok.save_pretrained(tmp / "model")
-            (tmp / "training.json").write_text(json.dumps(record, indent=1))
-        log.info(
-            "agent LM learned the injected behaviour in %d steps (%.1f s), held-out accuracy %s",
-            result.steps,
-            seconds,
-            {k: round(v, 3) for k, v in accuracy.items()},
-        )
-        return Path(out) / "model"
-    last = checks[-1]
-    short = ", ".join(f"{k} {last[k]:.3f}" for k in KINDS)
-    raise ToyNotLearnedError(
-        f"the toy agent LM did not learn the injected behaviour within {config.max_steps} steps: "
-        f"held-out accuracy {short}, criterion each >= {config.target_accuracy}; "
-        "raise toy_steps (the cap)"
+    accuracy = result.evals[-1].values  # at the step the criterion stopped the run, or the cap
+    model = result.model
+    assert model is not None
+    seconds = time.perf_counter() - started
+    record = {
+        "toy": asdict(config),
+        "recipe": RECIPE_VERSION,
+        "key": config.key(),
+        "criterion": f"held-out accuracy >= {config.target_accuracy} on {', '.join(KINDS)}",
+        "learned": learned(accuracy),
+        "steps": result.steps,
+        "accuracy": accuracy,
+        "checks": checks,
+        "losses": losses,
+        "seconds": seconds,
+    }
+    with atomic_dir(out) as tmp:
+        model.save_pretrained(tmp / "model")
+        tok.save_pretrained(tmp / "model")
+        (tmp / "training.json").write_text(json.dumps(record, indent=1))
+    log.info(
+        "agent LM %s in %d steps (%.1f s), held-out accuracy %s",
+        "learned the injected behaviour" if record["learned"] else "reached its step cap",
+        result.steps,
+        seconds,
+        {k: round(v, 3) for k, v in accuracy.items()},
     )
+    return Path(out) / "model"

@@ -43,7 +43,7 @@ class ConceptOscillationConfig(StudyConfig):
             behind is trained as far as the others (scalar kernels: seeds 0 and 2 ended the
             schedule at 0.46 and 0.34).
         toy_max_steps: Cap on the toy's steps in all; reaching it before the criterion holds
-            raises :class:`~workbench.errors.ToyNotLearnedError` naming the criterion.
+            warns and keeps the toy, the claims not evaluable (:mod:`workbench.criteria`).
         batch_size: Prompts per forward pass.
         device: Torch device (``auto``, ``cpu``, ``cuda``...).
     """

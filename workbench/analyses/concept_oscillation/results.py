@@ -24,6 +24,7 @@ from workbench.analyses.concept_oscillation.readout import (
 )
 from workbench.arrays import frozen
 from workbench.claims import Claim
+from workbench.criteria import Shortfall
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -289,6 +290,24 @@ class ConceptOscillationResult(StudyResult):
     def model(self) -> str:
         """The model studied."""
         return self.run.model
+
+    def shortfalls(self) -> tuple[Shortfall, ...]:
+        """The toy decoder, when it reached ``toy_max_steps`` before its KL criterion.
+
+        Every claim rests on the toy, so every claim depends on it.
+        """
+        t = self.training
+        if not t or t.get("converged") is not False:
+            return ()
+        return (
+            Shortfall(
+                "toy decoder training",
+                f"excess KL to the Bayes posterior <= {t['target_kl']} nats",
+                f"excess KL {t['excess_kl']:.3f} nats",
+                int(t["steps"]),
+                "raise toy_max_steps or toy_steps",
+            ),
+        )
 
     @property
     def lens(self) -> str:

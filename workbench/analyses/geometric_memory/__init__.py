@@ -31,11 +31,13 @@ associative control freezes the (tied) embedding table of the same transformer (
 control is an MLP-only model); the tied Node2Vec trains with AdamW (the release uses plain gradient
 descent); random-walk Node2Vec uses ``p = q = 1`` walks and gensim's skip-gram.
 
-Training runs to the end, on one CPU thread: edge memorization until the transformer's loss is
-within 0.01 nats of its floor (the mean log out-degree), path fine-tuning until every fine-tuning
-path's first step is one hop nearer its target, each starting from the configured steps and
-doubled up to four times (then :class:`~.collect.NotConverged` names the criterion); the control
-trains as long as the transformer did. The steps used are metrics (``edge_steps``,
+Training runs to a criterion, on one CPU thread: edge memorization until the transformer's loss
+is within 0.01 nats of its floor (the mean log out-degree), path fine-tuning until every
+fine-tuning path's first step is one hop nearer its target, each running its configured steps
+and then on through warm restarts of that schedule up to four times them; the control trains as
+long as the transformer did. A training that reaches the cap first warns and is kept: the result's
+``shortfalls()`` name it, ``results.json`` records it and the claims that depend on it are not
+evaluable (:mod:`workbench.criteria`). The steps used are metrics (``edge_steps``,
 ``path_steps``). On one thread the toys do not change with the machine's core count; across CPUs
 (AVX-512, AVX2, scalar kernels) floats still differ, so the paper effects are claims checked over
 seeds (``study.CLAIMS``).

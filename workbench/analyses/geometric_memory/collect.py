@@ -2,15 +2,16 @@
 
 * :func:`memorize_edges`: the transformer (or its frozen-embedding control) learns ``[EDGE] u -> v``
   for every memorized fact, full batch; an evaluation every ``epochs / 20`` steps records top-5
-  edge recovery and the geometric level of the node embeddings. Training must end with the facts
-  memorized: the loss within :data:`EDGE_TOLERANCE` nats of its floor (the mean log out-degree:
-  a node's successors can only share its probability). If ``epochs`` steps do not get there, the
-  run is repeated with twice the steps, up to :data:`CAP_FACTOR` times ``epochs``, and fails
-  loudly (:class:`NotConverged`) past that.
+  edge recovery and the geometric level of the node embeddings. Training runs to a criterion, the
+  facts memorized: the loss within :data:`EDGE_TOLERANCE` nats of its floor (the mean log
+  out-degree: a node's successors can only share its probability). If ``epochs`` steps do not get
+  there, it goes on through warm restarts of its schedule up to :data:`CAP_FACTOR` times
+  ``epochs`` (the trainer's ``stop_when``); a run that reaches the cap first is kept, and the
+  study reports its shortfall (:mod:`workbench.criteria`).
 * :func:`finetune_paths`: the edge-memorized model continues on the fine-tuning path queries
   (mixed with the facts, so the memory is kept; node embeddings frozen), then answers the held-out
-  queries. The fine-tuning queries must be fitted (every first step one hop nearer the target),
-  with the same doubling and cap.
+  queries. It trains until the fine-tuning queries are fitted (every first step one hop nearer
+  the target), with the same cap.
 
 Every run trains and evaluates on :data:`THREADS` CPU thread: the thread count changes how float
 sums are split, so the toys' weights would otherwise change with the machine's cores.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -44,22 +45,16 @@ from workbench.analyses.geometric_memory.models import (
     neighbour_targets,
 )
 from workbench.analyses.geometric_memory.results import PathAccuracy, TrainingCurve
-from workbench.errors import WorkbenchError
+from workbench.analyses.geometric_memory.summary import EDGE_TOLERANCE
 from workbench.seeds import stream_seed
-from workbench.train import TrainConfig, TrainResult, train
-
-log = logging.getLogger(__name__)
+from workbench.train import TrainConfig, train
 
 CURVE_POINTS = 20
 """Evaluations along edge memorization (plus step 0 and the end)."""
 THREADS = 1
 """CPU threads of every training run (and of the study's evaluations, see ``study.run``)."""
-EDGE_TOLERANCE = 0.01
-"""Edge memorization has converged when its final loss is within this many nats of the floor
-(the default path-star gets there by step ~100 of 700: 0.006 above it, 0.0008 at the end)."""
 CAP_FACTOR = 4
-"""A run that misses its criterion is repeated with twice the steps, up to this many times the
-configured steps; then :class:`NotConverged` is raised."""
+"""A training to a criterion goes on past its configured steps up to this many times them."""
 
 
 Criterion = Literal["floor", "recovery"] | None
@@ -67,36 +62,23 @@ CRITERIA: tuple[Criterion, ...] = ("floor", "recovery", None)
 """Convergence criteria of :func:`memorize_edges`."""
 
 
-class NotConverged(WorkbenchError):
-    """A toy did not reach its convergence criterion within the step cap."""
+def capped(steps: int, converge: bool = True) -> dict[str, int]:
+    """The step fields of a training to a criterion: ``steps`` on its schedule, then more cycles.
 
-
-def _to_criterion(
-    run: Any, steps: int, met: Any, what: str, field: str, advice: str = ""
-) -> tuple[Any, int]:
-    """``run(steps)`` until ``met(result)`` holds, doubling the steps up to ``CAP_FACTOR * steps``.
-
-    ``advice`` (what else to change) joins the message's "raise ``field``".
-
-    Returns:
-        The first result that meets the criterion and the steps it trained.
-
-    Raises:
-        NotConverged: The cap came first (the message names the criterion and the field to raise).
+    With ``converge``, the cosine schedule runs its ``steps`` whole (``decay_steps``), the
+    criterion is first asked there (``min_steps``), and training goes on through warm restarts of
+    the same schedule (``restarts``) until it holds, up to :data:`CAP_FACTOR` times ``steps`` (the
+    trainer's ``stop_when``). A run that meets its criterion at the end of its schedule is bitwise
+    the run of ``steps``.
     """
-    n = steps
-    while True:
-        result = run(n)
-        ok, detail = met(result)
-        if ok:
-            return result, n
-        if 2 * n > CAP_FACTOR * steps:
-            raise NotConverged(
-                f"{what} did not converge in {n} steps (cap {CAP_FACTOR} x {field}={steps}): "
-                f"{detail}; raise {field}{advice} or check the learning rate"
-            )
-        log.info("%s: %s after %d steps; retrying with %d", what, detail, n, 2 * n)
-        n *= 2
+    if not converge:
+        return {"steps": steps}
+    return {
+        "steps": CAP_FACTOR * steps,
+        "decay_steps": steps,
+        "min_steps": steps,
+        "restarts": True,
+    }
 
 
 def loss_floor(graph: GraphTask, directions: str) -> float:
@@ -142,11 +124,8 @@ def edge_top5(model: torch.nn.Module, graph: GraphTask) -> np.ndarray:
     return node_of[top]
 
 
-def _train_config(
-    steps: int, lr: float, weight_decay: float, seed: int, device: str, **kw: Any
-) -> TrainConfig:
+def _train_config(lr: float, weight_decay: float, seed: int, device: str, **kw: Any) -> TrainConfig:
     return TrainConfig(
-        steps=steps,
         lr=lr,
         weight_decay=weight_decay,
         grad_clip=None,
@@ -175,15 +154,15 @@ def memorize_edges(
 ) -> EdgeRun:
     """Trains the transformer (or, with ``spec.frozen``, its control) on the edge facts.
 
-    Trains ``epochs`` full-batch steps, or twice that (up to :data:`CAP_FACTOR` times) until the
-    criterion holds at the end: ``floor``, the final loss within :data:`EDGE_TOLERANCE` of
-    :func:`loss_floor` (a model that can move its embeddings); ``recovery``, every fact among the
-    top 5 as far as the top 5 can hold them (the control: frozen random tied embeddings cannot
-    reach the floor); ``None``, ``epochs`` steps whatever the result (the ingredient rows, whose
-    weight decay keeps the loss off its floor).
-
-    Raises:
-        NotConverged: The criterion was not met within the cap.
+    Trains ``epochs`` full-batch steps, then on through warm restarts of that schedule until the
+    criterion holds, up to :data:`CAP_FACTOR` times ``epochs`` (:func:`capped`): ``floor``, the
+    last loss within :data:`EDGE_TOLERANCE` of :func:`loss_floor` (a model that can move its
+    embeddings);
+    ``recovery``, every fact among the top 5 as far as the top 5 can hold them (the control:
+    frozen random tied embeddings cannot reach the floor); ``None``, ``epochs`` steps whatever
+    the result (the ingredient rows, whose weight decay keeps the loss off its floor). A run that
+    reaches the cap first is returned as it is: its ``excess_loss`` and ``recovery`` say by how
+    much it missed (the study reports it as a shortfall).
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
@@ -191,6 +170,13 @@ def memorize_edges(
     facts = graph.directed_edges(directions)
     adjacency = graph.adjacency
     floor = loss_floor(graph, directions)
+    ceiling = compute.recovery_ceiling(facts, 5)
+    last_loss: list[float] = []
+
+    def loss_fn(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        value = lm_loss(model, batch)
+        last_loss[:] = [float(value.detach())]
+        return value
 
     def evaluate(model: torch.nn.Module) -> dict[str, float]:
         return {
@@ -198,37 +184,29 @@ def memorize_edges(
             "level": compute.geometric_level(node_embeddings(model, graph), adjacency),
         }
 
-    def run(steps: int) -> TrainResult:
-        config = _train_config(
-            steps, lr, weight_decay, seed, device, eval_every=max(1, steps // CURVE_POINTS)
-        )
-        return train(
-            lambda: build_transformer(spec),
-            config,
-            data=data,
-            loss_fn=lm_loss,
-            evaluate=evaluate,
-            progress=progress,
-            desc=desc,
-        )
+    def memorized(values: Mapping[str, float]) -> bool:
+        if criterion == "floor":  # the last update's loss, as the run's final loss is read
+            return bool(last_loss) and last_loss[0] - floor <= EDGE_TOLERANCE
+        return values["recovery"] >= ceiling
 
-    ceiling = compute.recovery_ceiling(facts, 5)
-
-    def memorized(result: TrainResult) -> tuple[bool, str]:
-        if criterion == "floor":
-            excess = result.losses[-1] - floor
-            return excess <= EDGE_TOLERANCE, (
-                f"final loss {excess:.4f} nats above its floor {floor:.4f} "
-                f"(criterion: within {EDGE_TOLERANCE})"
-            )
-        if criterion == "recovery":
-            recovery = result.evals[-1].values["recovery"]
-            return recovery >= ceiling, (
-                f"top-5 edge recovery {recovery:.4f} (criterion: its ceiling {ceiling:.4f})"
-            )
-        return True, ""
-
-    result, _ = _to_criterion(run, epochs, memorized, f"edge memorization ({desc})", "epochs")
+    config = _train_config(
+        lr,
+        weight_decay,
+        seed,
+        device,
+        eval_every=max(1, epochs // CURVE_POINTS),
+        **capped(epochs, criterion is not None),
+    )
+    result = train(
+        lambda: build_transformer(spec),
+        config,
+        data=data,
+        loss_fn=loss_fn,
+        evaluate=evaluate,
+        stop_when=None if criterion is None else memorized,
+        progress=progress,
+        desc=desc,
+    )
     model = result.model.eval()
     losses = [float("nan"), *result.losses]
     curve = TrainingCurve(
@@ -286,17 +264,15 @@ def finetune_paths(
     the circuit that reads a target and steps towards it, not new positions for the tokens of the
     fine-tuning paths.
 
-    Trains ``epochs`` full-batch steps, or twice that (up to :data:`CAP_FACTOR` times) until every
-    fine-tuning path's first step is one hop nearer its target (:func:`first_steps`: the path's
-    own step on a tree; any shortest-path step on a grid, whose paths break ties one way);
-    with ``converge=False``, ``epochs`` steps whatever the result.
+    Trains ``epochs`` full-batch steps, then on through warm restarts of that schedule (checked
+    every ``epochs`` steps) until every fine-tuning path's first step is one hop nearer its target
+    (:func:`first_steps`: the path's own step on a tree; any shortest-path step on a grid, whose
+    paths break ties one way), up to :data:`CAP_FACTOR` times ``epochs`` (:func:`capped`); with
+    ``converge=False``, ``epochs`` steps whatever the result.
 
     Returns:
-        First-step accuracy on the held-out paths, with the training paths' accuracy and the steps
-        trained recorded.
-
-    Raises:
-        NotConverged: The fine-tuning paths were not fitted within the cap.
+        First-step accuracy on the held-out paths, with the training paths' accuracy (below 1:
+        the cap came first) and the steps trained recorded.
     """
     state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
     p_ids, p_labels = sequences.path_data(graph, graph.train_paths)
@@ -313,35 +289,21 @@ def finetune_paths(
         model.transformer.wte.weight.requires_grad_(False)
         return model
 
-    def run(steps: int) -> tuple[torch.nn.Module, PathAccuracy]:
-        result = train(
-            build,
-            _train_config(steps, lr, 0.0, seed, device),
-            data=data,
-            loss_fn=lm_loss,
-            progress=progress,
-            desc=desc,
-        )
-        model = result.model.eval()
-        return model, first_steps(model, graph, graph.train_paths)
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+        return {"fitted": first_steps(model, graph, graph.train_paths).accuracy}
 
-    def fitted(out: tuple[torch.nn.Module, PathAccuracy]) -> tuple[bool, str]:
-        ok = out[1].correct
-        return not converge or all(ok), (
-            f"{sum(ok)} of {len(ok)} fine-tuning paths fitted "
-            "(criterion: every first step one hop nearer the target)"
-        )
-
-    (model, train_acc), steps = _to_criterion(
-        run,
-        epochs,
-        fitted,
-        f"path fine-tuning ({desc})",
-        "path_epochs",
-        # with one query per target, one block left 2 of 24 paths of a 25-node grid unfitted at
-        # 1,200 steps (seeds 1 and 9); since four starts per target, one block fits every fold
-        advice=" or n_layers (a deeper model fits more paths)",
+    result = train(
+        build,
+        _train_config(lr, 0.0, seed, device, eval_every=epochs, **capped(epochs, converge)),
+        data=data,
+        loss_fn=lm_loss,
+        evaluate=evaluate if converge else None,
+        stop_when=(lambda values: values["fitted"] == 1.0) if converge else None,
+        progress=progress,
+        desc=desc,
     )
+    model = result.model.eval()
+    train_acc, steps = first_steps(model, graph, graph.train_paths), result.steps
     held = first_steps(model, graph, graph.test_paths)
     return replace(held, train_accuracy=train_acc.accuracy, steps=steps)
 

@@ -31,8 +31,9 @@ class GeometricMemoryConfig(StudyConfig):
         n_nodes: Nodes of a grid, cycle or irregular graph.
         n_layers: Transformer blocks.
         d_model: Transformer width (and the Node2Vec dimension).
-        epochs: Full-batch steps of edge memorization (one step is one epoch); doubled, up to
-            four times, until the transformer's loss is within 0.01 nats of its floor.
+        epochs: Full-batch steps of edge memorization (one step is one epoch); continued through
+            warm restarts of its schedule, up to four times them, until the transformer's loss
+            is within 0.01 nats of its floor.
         seed: Seeds the labels, the split, every initialization and UMAP.
         edges: Edge directions memorized: ``forward`` (as listed; outward from a path-star's
             centre) or ``both``; a ``+self`` suffix adds a self-edge ``u -> u`` per node.
@@ -41,9 +42,9 @@ class GeometricMemoryConfig(StudyConfig):
         lr: Peak learning rate of edge memorization (cosine decay to a tenth).
         n_heldout: Held-out targets per fold, each with all its queries (default: a quarter of
             the targets).
-        path_epochs: Full-batch steps of path fine-tuning (paths mixed with the edges); doubled,
-            up to four times, until every fine-tuning path's first step is one hop nearer its
-            target.
+        path_epochs: Full-batch steps of path fine-tuning (paths mixed with the edges);
+            continued through warm restarts of its schedule, up to four times them, until every
+            fine-tuning path's first step is one hop nearer its target.
         incontext_epochs: Steps of the in-context control (0 skips it).
         ingredients: Run the ingredient table (four more edge-memorization runs).
         umap: Compute UMAP projections (numba compiles UMAP on first use: ~20-60 s of CPU).

@@ -18,6 +18,7 @@ from workbench.analyses.geometric_memory import summary
 from workbench.analyses.geometric_memory.graphs import GraphTask
 from workbench.arrays import float_or_none, frozen, frozen_or_none
 from workbench.claims import Claim
+from workbench.criteria import Shortfall
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -367,6 +368,10 @@ class GeometricMemoryResult(StudyResult):
     def compute_metrics(self) -> dict[str, Any]:
         """The ``results.json`` metrics (see :mod:`workbench.analyses.geometric_memory.summary`)."""
         return summary.metrics(self)
+
+    def shortfalls(self) -> tuple[Shortfall, ...]:
+        """Edge memorization or path fine-tuning that missed its criterion (read from metrics)."""
+        return summary.shortfalls(self.metrics())
 
     def figure_builders(self) -> dict[str, Callable[[Any], go.Figure]]:
         """Figure kind to builder (:mod:`workbench.analyses.geometric_memory.figures`)."""

@@ -31,6 +31,7 @@ from workbench.analyses.geometric_memory.results import (
 )
 from workbench.analyses.geometric_memory.sequences import vocab_size
 from workbench.cache import UnitCache
+from workbench.criteria import report
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +203,15 @@ def run(
         config: The study's parameters.
         cache_dir: Folder of the per-unit cache (``None``: compute everything, store nothing).
         progress: Show progress bars.
+
+    Warns (:class:`~workbench.errors.CriterionWarning`) once per training that reached its cap
+    before its criterion (``result.shortfalls()``); the result is returned all the same, with
+    the claims that depend on it not evaluable.
     """
     with single_thread():
-        return _run(config, cache_dir, progress)
+        result = _run(config, cache_dir, progress)
+    report(result.shortfalls())
+    return result
 
 
 @contextmanager

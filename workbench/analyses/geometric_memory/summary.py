@@ -10,6 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from workbench.claims import Claim
+from workbench.criteria import Shortfall
+
+EDGE_TOLERANCE = 0.01
+"""Edge memorization has converged when its final loss is within this many nats of the floor
+(the default path-star gets there by step ~100 of 700: 0.006 above it, 0.0008 at the end)."""
 
 if TYPE_CHECKING:
     from workbench.analyses.geometric_memory.results import GeometricMemoryResult
@@ -146,3 +151,56 @@ def metrics(result: GeometricMemoryResult) -> dict[str, Any]:
         "path_steps_control": None if c.paths is None else c.paths.steps,
         "train_path_accuracy_control": None if c.paths is None else c.paths.train_accuracy,
     }
+
+
+CONTROL_CLAIMS = tuple(c.name for c in CLAIMS if "control" in c.name)
+"""The claims that compare the transformer with the associative control."""
+PATH_CLAIMS = tuple(c.name for c in CLAIMS if "held-out path" in c.name)
+"""The claims on held-out path queries (they need the fine-tuning paths fitted)."""
+
+
+def shortfalls(metrics: dict[str, Any]) -> tuple[Shortfall, ...]:
+    """The study's trainings that reached their cap before their criterion, from its metrics.
+
+    Edge memorization of the transformer (loss within :data:`EDGE_TOLERANCE` of its floor: every
+    claim depends on it), of the control (top-5 recovery at its ceiling: the comparisons with the
+    control) and path fine-tuning (every fine-tuning path fitted: the held-out path claims).
+    """
+    out = []
+    excess = metrics.get("edge_excess_loss")
+    if excess is not None and excess > EDGE_TOLERANCE:
+        out.append(
+            Shortfall(
+                "edge memorization (transformer)",
+                f"final loss within {EDGE_TOLERANCE} nats of its floor",
+                f"{excess:.4f} nats above it",
+                int(metrics["edge_steps"]),
+                "raise epochs or lr",
+            )
+        )
+    ceiling = metrics.get("edge_recovery_top5_ceiling")
+    control = metrics.get("edge_recovery_top5_control")
+    if ceiling is not None and control is not None and control < ceiling:
+        out.append(
+            Shortfall(
+                "edge memorization (control)",
+                f"top-5 edge recovery at its ceiling {ceiling:.4f}",
+                f"recovery {control:.4f}",
+                int(metrics["edge_steps_control"]),
+                "raise epochs",
+                CONTROL_CLAIMS,
+            )
+        )
+    fitted = metrics.get("train_path_accuracy")
+    if fitted is not None and fitted < 1.0:
+        out.append(
+            Shortfall(
+                "path fine-tuning (transformer)",
+                "every fine-tuning path's first step one hop nearer its target",
+                f"{fitted:.1%} of them fitted",
+                int(metrics["path_steps"]),
+                "raise path_epochs or n_layers (a deeper model fits more paths)",
+                PATH_CLAIMS,
+            )
+        )
+    return tuple(out)
