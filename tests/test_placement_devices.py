@@ -84,3 +84,59 @@ def test_doctor_shows_each_device_with_free_memory(capsys) -> None:
     (line,) = [ln for ln in out.splitlines() if ln[4:].startswith("memory cpu")]
     assert "free of" in line
     assert next(r.item for r in doctor.memory_rows()) == "memory cpu"
+
+
+def test_pinned_thread_counts_from_two_threads_never_interleave():
+    """Torch's count is the process's: one pinned block at a time, each restoring what it found."""
+    import threading
+
+    import torch
+
+    from workbench.devices import torch_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    a_inside = threading.Event()
+    order: list[str] = []
+
+    def a() -> None:
+        with torch_threads(1):
+            order.append("a in")
+            a_inside.set()
+            threading.Event().wait(0.2)  # B tries to pin meanwhile
+            order.append(f"a reads {torch.get_num_threads()}")
+            with torch_threads(1):  # re-entrant
+                pass
+            order.append("a out")
+
+    def b() -> None:
+        a_inside.wait()
+        with torch_threads(2):
+            order.append(f"b in at {torch.get_num_threads()}")
+        order.append("b out")
+
+    try:
+        workers = [threading.Thread(target=a), threading.Thread(target=b)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert order == ["a in", "a reads 1", "a out", "b in at 2", "b out"]
+        assert torch.get_num_threads() == 3  # the process is back where it was
+        with torch_threads(None):
+            assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_one_resolve_device_for_probes_and_the_rest():
+    import torch
+
+    from workbench.devices import resolve_device
+    from workbench.errors import ProbeError
+    from workbench.probes._data import resolve_device as probe_device
+
+    assert resolve_device(None) == resolve_device("auto") == probe_device(None)
+    assert probe_device("cpu") == torch.device("cpu")
+    with pytest.raises(ProbeError, match="unknown device 'gpu7'"):
+        probe_device("gpu7")

@@ -507,3 +507,16 @@ def test_sgd_is_plain_gradient_descent():
     torch.testing.assert_close(result.model.weight.detach(), w.detach(), rtol=1e-6, atol=1e-7)
     with pytest.raises(ConfigError, match="optimizer must be 'adamw' or 'sgd'"):
         TrainConfig(steps=1, optimizer="adam")
+
+
+def test_warm_restarts_repeat_the_schedule_after_decay_steps():
+    sched = TrainConfig(steps=30, lr=1e-2, warmup=3, decay_steps=30)
+    again = TrainConfig(steps=90, lr=1e-2, warmup=3, decay_steps=30, min_steps=30, restarts=True)
+    first = [again.lr_at(s) for s in range(30)]
+    assert first == [sched.lr_at(s) for s in range(30)]  # the schedule itself, warm-up included
+    period = 30 - 3  # each later cycle is the cosine part alone: lr back at its peak, no warm-up
+    assert again.lr_at(30) == pytest.approx(1e-2 * again.lr_factor(3))
+    for s in range(30, 90):
+        assert again.lr_at(s) == pytest.approx(again.lr_at(3 + (s - 3) % period))
+    assert max(again.lr_at(s) for s in range(30, 90)) == pytest.approx(1e-2)
+    assert TrainConfig(steps=90, decay_steps=30).lr_at(60) == pytest.approx(1e-4)  # no restarts

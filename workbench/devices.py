@@ -1,4 +1,4 @@
-"""Devices: naming one, finding where a placed module runs, and how much memory each has free.
+"""Devices: naming one, where a placed module runs, free memory, torch's CPU threads.
 
 A model bigger than one device is *placed*: accelerate's planner assigns each block to a GPU, the
 CPU or the disk (``load_model(..., device_map="auto")``), and hooks move inputs and, for offloaded
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +49,47 @@ _UNITS = {
 }
 
 
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA, then MPS, then the CPU; anything else goes to ``torch.device``."""
-    if str(device) != "auto":
+_THREADS_LOCK = threading.RLock()
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """``torch.set_num_threads(n)`` inside the block, the previous count restored after it.
+
+    Torch's thread count belongs to the process, so two threads that each pinned and restored it
+    could interleave and leave the process at the wrong count (A pins 1 over 2, B pins 1 over 1,
+    A restores 2, B restores 1). One lock serializes the pinned blocks of a process; it is
+    re-entrant, so a pinned block may call code that pins again. ``None`` changes nothing.
+
+    Example::
+
+        with torch_threads(1):   # the same float sums on any machine's core count
+            train(...)
+    """
+    if n is None:
+        yield
+        return
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """The device a name means: ``"auto"`` (or ``None``) picks CUDA, then MPS, then the CPU.
+
+    Anything else is ``torch.device(device)``.
+
+    Raises:
+        ConfigError: A name torch does not know (one line, naming what is accepted).
+    """
+    if device is not None and str(device) != "auto":
         try:
             return torch.device(device)
-        except RuntimeError as exc:
+        except (RuntimeError, TypeError) as exc:
             raise ConfigError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from exc
     if torch.cuda.is_available():
         return torch.device("cuda")

@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from workbench.cache import recipe_key
 from workbench.capturing import Activations, capture
+from workbench.devices import torch_threads
 from workbench.errors import ConfigError
 from workbench.files import atomic_save_tensors
 from workbench.inputs import tokenize
@@ -160,9 +161,7 @@ class TextCache:
         if todo:
             self.folder.mkdir(parents=True, exist_ok=True)
             log.info("activation cache: computing %d of %d texts", len(todo), len(paths))
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with torch_threads(1):
             for i in tqdm(todo, desc="cache activations", unit="text", disable=not progress):
                 acts = capture(
                     self.subject,
@@ -175,8 +174,6 @@ class TextCache:
                 tensors = {site: acts[site].contiguous() for site in self.sites}
                 tensors[TOKENS] = acts.token_ids.to(torch.int64)
                 atomic_save_tensors(paths[i], tensors, {"version": str(VERSION)})
-        finally:
-            torch.set_num_threads(threads)
         parts = [load_file(p) for p in paths]
         for i, part in enumerate(parts):
             if not torch.equal(part[TOKENS], toks.sequences[i]):  # pragma: no cover - corrupt

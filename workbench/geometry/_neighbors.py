@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from workbench.devices import torch_threads
+
 __all__ = ["nearest_distances"]
 
 _TREE_MAX_DIM = 12
@@ -98,12 +100,8 @@ class _Pool:
 def _row_workers() -> Iterator[_Pool]:
     """One worker thread per torch thread, each running single-threaded torch operations."""
     previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(max_workers=previous) as executor:
-            yield _Pool(executor=executor, workers=previous)
-    finally:
-        torch.set_num_threads(previous)
+    with torch_threads(1), ThreadPoolExecutor(max_workers=previous) as executor:
+        yield _Pool(executor=executor, workers=previous)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from workbench.devices import torch_threads
 from workbench.errors import ConfigError, InputError
 
 __all__ = ["node2vec", "random_walks", "walk_pairs"]
@@ -102,12 +103,8 @@ def walk_pairs(
 @contextmanager
 def _one_thread() -> Iterator[None]:
     """Many small sparse updates: one thread is faster and leaves the caller's setting alone."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def node2vec(

@@ -10,18 +10,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from workbench.errors import ProbeError, SiteError
+from workbench import devices
+from workbench.errors import ConfigError, ProbeError, SiteError
 from workbench.store import ActivationStore
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``None`` means CUDA when available, else the CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """:func:`workbench.devices.resolve_device`, raising a ``ProbeError`` on a bad name.
+
+    ``None`` is the best device here; the error is a ``ValueError``, as scikit-learn expects.
+    """
     try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ProbeError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:N' or None") from exc
+        return devices.resolve_device(device)
+    except ConfigError as exc:
+        raise ProbeError(str(exc)) from exc
 
 
 def as_float32(x: Any) -> Tensor:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,29 +97,16 @@ def train(
         raise ConfigError("stop_when= judges evaluations and needs evaluate= (a metrics function)")
     if save is not None and out is None:
         raise ConfigError("save= writes checkpoint folders and needs out= (a folder)")
-    from workbench.devices import resolve_device
+    from workbench.devices import resolve_device, torch_threads
 
     device = resolve_device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device {config.device!r} asked for, but CUDA is not available; use cpu")
     cuda = [device.index or 0] if device.type == "cuda" else []
     # the run seeds the global RNG (initialization, dropout); the caller's state comes back after
-    with _threads(config.threads), torch.random.fork_rng(devices=cuda):
+    with torch_threads(config.threads), torch.random.fork_rng(devices=cuda):
         return _run(model, config, device, loss_fn, data, sample, evaluate, stop_when, out, save,
                     record, progress, desc)  # fmt: skip
-
-
-@contextmanager
-def _threads(n: int | None) -> Iterator[None]:
-    """Sets ``torch.set_num_threads(n)`` inside the block and restores the old count after."""
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n is not None:
-            torch.set_num_threads(before)
 
 
 def _run(

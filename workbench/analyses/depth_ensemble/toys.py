@@ -38,6 +38,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from workbench.analyses.depth_ensemble.config import ToyPreset
+from workbench.devices import torch_threads
 from workbench.train import TrainConfig, TrainResult, train
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,8 @@ changes how float sums are split, so the toys would otherwise change with the ma
 @contextmanager
 def single_thread() -> Iterator[None]:
     """Torch on :data:`THREADS` CPU threads inside the block (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
+    with torch_threads(THREADS):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def rmsnorm(x: Tensor) -> Tensor:

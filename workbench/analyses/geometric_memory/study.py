@@ -32,6 +32,7 @@ from workbench.analyses.geometric_memory.results import (
 from workbench.analyses.geometric_memory.sequences import vocab_size
 from workbench.cache import UnitCache
 from workbench.criteria import report
+from workbench.devices import torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -221,14 +222,8 @@ def single_thread() -> Iterator[None]:
     The thread count changes how float sums are split; on one thread the study's numbers do not
     depend on the machine's cores, nor on whether tests run in parallel.
     """
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(collect.THREADS)
-    try:
+    with torch_threads(collect.THREADS):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _run(
