@@ -155,37 +155,12 @@ def test_tour_in_jupyterlab(lab_kernels_shut, browser, tiny_lm_dir, tmp_path, ca
 
 @pytest.fixture(scope="module")
 def exported(tiny_lm_dir, tmp_path_factory):
-    """The tour executed by papermill and exported by nbconvert: ``(html path, seconds)``."""
-    papermill = pytest.importorskip("papermill")
-    from nbconvert import HTMLExporter
+    """The tour executed and exported as the documentation site's page is: ``(html, seconds)``."""
+    from workbench.runner.export import export_html
 
     tmp = tmp_path_factory.mktemp("tour-batch")
-    executed = tmp / "tour.ipynb"
-    t0 = time.monotonic()
-    with pytest.MonkeyPatch.context() as mp:
-        # the export shows each card's HTML, never its PNG: no figure snapshots (seconds each)
-        mp.setenv("WORKBENCH_SNAPSHOTS", "0")
-        _execute(papermill, tiny_lm_dir, executed, tmp)
-    seconds = time.monotonic() - t0
-    body, _ = HTMLExporter(template_name="lab").from_filename(str(executed))
-    page = tmp / "tour.html"
-    page.write_text(body)
-    return page, seconds
-
-
-def _execute(papermill, tiny_lm_dir, executed, tmp):
-    papermill.execute_notebook(
-        str(REPO / "notebooks" / TOUR),
-        str(executed),
-        parameters=tour_params(tiny_lm_dir, tmp / "run"),
-        cwd=str(REPO),
-        progress_bar=False,
-        kernel_name="python3",
-        # nbclient saves widget state by default; nbconvert then renders every widget view (the
-        # explorers, transformers' tqdm bar) with a CDN script in place of its static twin, which
-        # stays blank offline or with scripts off. A batch run has no live widget to save.
-        store_widget_state=False,
-    )
+    params = tour_params(tiny_lm_dir, tmp / "run")
+    return export_html(REPO / "notebooks" / TOUR, tmp / "tour.html", params, cwd=REPO)
 
 
 def _outputs_not_blank(page) -> list[str]:
