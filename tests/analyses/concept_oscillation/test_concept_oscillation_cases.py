@@ -23,7 +23,7 @@ def test_the_shipped_cases_parse():
     assert len(conflicts) == 50 and sum(c.control for c in cases) == 10
     assert len({c.id for c in cases}) == len(cases)
     for case in cases:
-        assert case.source_a.strip() and case.source_b == "" and case.image is None
+        assert case.source_a.strip() and case.source_b == ""
         assert case.answer_a != case.answer_b
     for case in conflicts:  # the context states its answer: it contradicts the common fact
         words = re.findall(r"\w+", case.source_a)
@@ -33,20 +33,20 @@ def test_the_shipped_cases_parse():
 
 
 def test_cases_round_trip_through_jsonl(tmp_path):
-    image = co.ConflictCase("<image>", "text", "Q?", "x", "y", id="v", image="/img/a.png")
-    cases = [*co.read_cases(co.BUILTIN)[:3], image]
+    control = co.ConflictCase("a", "text", "Q?", "x", "y", id="v", control=True)
+    cases = [*co.read_cases(co.BUILTIN)[:3], control]
     path = co.write_cases(cases, tmp_path / "out.jsonl")
     assert co.read_cases(path) == cases
     first = json.loads(path.read_text().splitlines()[0])
     assert set(first) == {*cs.FIELDS, "id"}  # optional fields only when set
 
 
-def test_relative_image_paths_resolve_next_to_the_file(tmp_path):
+def test_an_image_source_is_refused_in_one_line(tmp_path):
     line = {"source_a": "<image>", "source_b": "", "question": "Colour?", "answer_a": "red",
             "answer_b": "blue", "image": "pics/a.png"}  # fmt: skip
     (tmp_path / "c.jsonl").write_text(json.dumps(line) + "\n")
-    (case,) = co.read_cases(tmp_path / "c.jsonl")
-    assert case.image == str(tmp_path / "pics" / "a.png")
+    with pytest.raises(co.CasesError, match=r"c\.jsonl line 1: field 'image' is not read"):
+        co.read_cases(tmp_path / "c.jsonl")
 
 
 @pytest.mark.parametrize(

@@ -208,27 +208,6 @@ def test_bad_cases_fail_before_any_model_loads(tmp_path, monkeypatch):
             co.run(config, progress=False)
 
 
-def test_the_processor_path_equals_capture_and_removes_its_hooks(tiny_dir, tmp_path):
-    subject = load_model(tiny_dir("gpt2"), device="cpu")
-    cases = [c for c in co.read_cases(short_cases(tmp_path)) if not c.control][:4]
-    sites = ["resid_post.1", "unembed"]
-
-    def encode(case, text):
-        return dict(subject.tokenizer(text, return_tensors="pt"))
-
-    direct = collect.last_position(subject, cases, "both", sites, 2, encode=encode)
-    captured = collect.last_position(subject, cases, "both", sites, 2)
-    for name in sites:
-        torch.testing.assert_close(direct[name], captured[name], rtol=1e-5, atol=1e-5)
-
-    def broken(case, text):
-        return {"input_ids": torch.tensor([[10**6]])}
-
-    with pytest.raises(IndexError):
-        collect.last_position(subject, cases, "both", sites, 2, encode=broken)
-    assert not any(m._forward_hooks or m._forward_pre_hooks for m in subject.model.modules())
-
-
 @pytest.mark.slow
 def test_notebook_runs_under_papermill(tmp_path, html_figures):
     _, record = run_notebook(

@@ -129,7 +129,8 @@ class ToyConfig:
         d_model: Residual width.
         n_layers: Blocks (the study reads an early, a middle and the final one).
         n_heads: Attention heads.
-        max_steps: Cap on the optimizer steps; reaching it before the criterion is an error.
+        max_steps: Cap on the optimizer steps; reaching it first keeps the model, recorded as not
+            learned (the study reports the shortfall).
         target_accuracy: The criterion: on held-out turns of each kind (benign, each injection)
             at least this share of greedy answers is what the prompt asks for.
         eval_every: Steps between criterion checks.

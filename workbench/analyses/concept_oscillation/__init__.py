@@ -83,8 +83,7 @@ Our operationalization:
   clear conflicts oscillating alike (ratios 1.23 and 1.08): see docs/notes (2026-12-07).
 * **Real models**: any causal LM :func:`workbench.load_model` gives, on a JSONL file of cases
   (:mod:`.cases`; text only: context against parametric knowledge); a small hand-written file of
-  such cases ships as ``cases="builtin"``. Cases with an ``image`` go through the model's
-  processor (untested: no vision-language model can be downloaded here).
+  such cases ships as ``cases="builtin"``.
 
 Layout (every study has the same rooms): :mod:`.config`, :mod:`.cases` (the case format),
 :mod:`.toy` (the task), :mod:`.compute` (pure), :mod:`.readout` (what a model gives),

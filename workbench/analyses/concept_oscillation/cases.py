@@ -12,10 +12,11 @@ evidence and a question whose answer they disagree on. One JSON object per line:
 * ``question``: the prompt the answer follows (a completion prompt suits base models).
 * ``answer_a`` / ``answer_b``: the answer each source gives. The study follows their *first
   tokens* (``Y_a`` and ``Y_b``), as the model writes them after the prompt (with a leading space).
-* optional ``id`` (a name), ``control`` (``true``: source A is irrelevant to the question; such
-  cases form the control condition) and ``image`` (a file path, relative to the JSONL file, of an
-  image that source A stands for, for vision-language models; ``source_a`` then holds the model's
-  image placeholder text, e.g. ``"<image>"``).
+* optional ``id`` (a name) and ``control`` (``true``: source A is irrelevant to the question;
+  such cases form the control condition).
+
+Sources are text: a line with an ``image`` field is refused in one line (the study reads causal
+LMs through their tokenizer; an image source would need a vision-language model's processor).
 
 Each case is run three ways (:func:`prompt`): source A alone, source B alone, and both, always in
 the order A, B, question, joined by newlines (empty sources are left out).
@@ -34,7 +35,7 @@ from workbench.errors import InputError
 
 FIELDS = ("source_a", "source_b", "question", "answer_a", "answer_b")
 """Required fields of every line."""
-OPTIONAL = ("id", "control", "image")
+OPTIONAL = ("id", "control")
 """Optional fields."""
 BUILTIN = Path(__file__).parent / "data" / "capitals.jsonl"
 """The shipped hand-written text-only cases (context sentence against common knowledge)."""
@@ -60,7 +61,6 @@ class ConflictCase:
     answer_b: str
     id: str = ""
     control: bool = False
-    image: str | None = None
 
     def __post_init__(self) -> None:
         for name in FIELDS:
@@ -84,8 +84,6 @@ class ConflictCase:
             out["id"] = self.id
         if self.control:
             out["control"] = True
-        if self.image is not None:
-            out["image"] = self.image
         return out
 
     @classmethod
@@ -95,7 +93,6 @@ class ConflictCase:
             **{k: data[k] for k in FIELDS},
             id=str(data.get("id", "")),
             control=data.get("control", False),
-            image=data.get("image"),
         )
 
 
@@ -165,8 +162,11 @@ def parse_line(line: str, where: str) -> ConflictCase:
             raise CasesError(f"{where}: field {name!r} is empty")
     if "control" in data and not isinstance(data["control"], bool):
         raise CasesError(f"{where}: field 'control' must be true or false, got {data['control']!r}")
-    if "image" in data and not isinstance(data["image"], str):
-        raise CasesError(f"{where}: field 'image' must be a file path, got {data['image']!r}")
+    if "image" in data:
+        raise CasesError(
+            f"{where}: field 'image' is not read: the study's sources are text (write source A "
+            "as text, e.g. a description of the image)"
+        )
     if data["answer_a"].strip() == data["answer_b"].strip():
         raise CasesError(
             f"{where}: answer_a and answer_b are both {data['answer_a'].strip()!r}; "
@@ -178,8 +178,6 @@ def parse_line(line: str, where: str) -> ConflictCase:
 
 def read_cases(path: str | os.PathLike[str]) -> list[ConflictCase]:
     """Every case of a JSONL file, in file order (blank lines skipped).
-
-    Image paths are made absolute (relative to the file's folder).
 
     Raises:
         CasesError: An unreadable file, or a bad line (its number and the field are named).
@@ -195,12 +193,7 @@ def read_cases(path: str | os.PathLike[str]) -> list[ConflictCase]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        case = parse_line(line, f"{file.name} line {number}")
-        if case.image is not None:
-            image = Path(case.image).expanduser()
-            image = image if image.is_absolute() else file.parent / image
-            case = ConflictCase.from_dict({**case.to_dict(), "image": str(image)})
-        cases.append(case)
+        cases.append(parse_line(line, f"{file.name} line {number}"))
     if not cases:
         raise CasesError(f"cases file {str(path)!r} holds no cases")
     return cases
@@ -229,7 +222,7 @@ def derive_controls(conflicts: Sequence[ConflictCase]) -> list[ConflictCase]:
     for i, case in enumerate(conflicts):
         for step in range(1, n):
             donor = conflicts[(i + step) % n]
-            if donor.question == case.question or donor.image is not None:
+            if donor.question == case.question:
                 continue
             if donor.answer_a.strip() == case.answer_b.strip():
                 continue

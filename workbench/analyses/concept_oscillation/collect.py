@@ -10,10 +10,7 @@ Each case set is run three ways (source A alone, source B alone, both; see
   workbench's lenses use) for the per-layer top-1 and ``logit(Y_a) - logit(Y_b)``, and given to
   the per-layer probe.
 
-Text prompts go through :func:`workbench.capture` (``positions="last"``). Cases with an image
-(vision-language models) go through the model's processor, one prompt at a time, with the same
-sites read by :func:`workbench.hooking.read_hooks`; that path needs a family file that declares
-the model's sites and a :func:`workbench.load_model` that loads the model with its LM head.
+Prompts are text and go through :func:`workbench.capture` (``positions="last"``).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +37,7 @@ from workbench.analyses.concept_oscillation.cases import (
     split_cases,
 )
 from workbench.analyses.concept_oscillation.config import ConceptOscillationConfig
-from workbench.errors import LensError, ModelNotFoundError
-from workbench.hooking import read_hooks
+from workbench.errors import LensError
 from workbench.lens import TunedLens
 from workbench.lens.core import decode, lens_sites
 from workbench.models import Subject, load_model, quiet_transformers
@@ -231,81 +227,20 @@ def model_tokenizer(model: str) -> tuple[Any | None, int | None]:
     return tokenizer, context_length(config)
 
 
-Encode = Callable[[ConflictCase, str], dict[str, torch.Tensor]]
-"""``(case, text) -> model inputs`` of one prompt (for the processor path)."""
-
-
-def processor_encoder(subject: Subject) -> Encode:
-    """Inputs of one prompt through the model's processor, with source A's image when it has one.
-
-    Untested here (no vision-language model can be downloaded offline); the text path of the
-    same code is tested with a tokenizer standing in for the processor.
-
-    Raises:
-        ModelNotFoundError: No processor can be loaded for the model.
-    """
-    try:
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(subject.source, local_files_only=True)
-    except Exception as exc:
-        raise ModelNotFoundError(
-            f"cases with an image need the model's processor; none loads for {subject.name!r}: "
-            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-        ) from exc
-
-    def encode(case: ConflictCase, text: str) -> dict[str, torch.Tensor]:
-        if case.image is not None and case.source_a.strip() and case.source_a.strip() in text:
-            from PIL import Image
-
-            with Image.open(case.image) as image:
-                return dict(processor(text=text, images=image.convert("RGB"), return_tensors="pt"))
-        return dict(processor(text=text, return_tensors="pt"))
-
-    return encode
-
-
-def _forward_sites(
-    subject: Subject,
-    items: Sequence[tuple[ConflictCase, str]],
-    sites: Sequence[str],
-    encode: Encode,
-) -> dict[str, torch.Tensor]:
-    """Each site's tensor at the last position of each prompt, one prompt per forward pass."""
-    resolved = [subject.site(name) for name in sites]
-    rows: dict[str, list[torch.Tensor]] = {name: [] for name in sites}
-
-    def keep(site: Any, tensor: torch.Tensor) -> None:
-        rows[site.name].append(tensor[0, -1].detach().float().cpu())
-
-    with read_hooks(resolved, keep), torch.inference_mode():
-        for case, text in items:
-            inputs = {k: v.to(subject.device) for k, v in encode(case, text).items()}
-            subject.model(**inputs)
-    return {name: torch.stack(values) for name, values in rows.items()}
-
-
 def last_position(
     subject: Subject,
     cases: Sequence[ConflictCase],
     condition: str,
     sites: Sequence[str],
     batch_size: int,
-    encode: Encode | None = None,
 ) -> dict[str, torch.Tensor]:
-    """``{site: (n, width)}`` at the last position of each case's prompt for ``condition``.
-
-    Text goes through :func:`workbench.capture`; with ``encode`` (cases with images) each prompt
-    goes through it and the model one at a time.
-    """
+    """``{site: (n, width)}`` at the last position of each case's prompt for ``condition``."""
     texts = [prompt(case, condition) for case in cases]  # type: ignore[arg-type]
-    if encode is None:
-        acts = capture(
-            subject, texts, sites=list(sites), positions="last", batch_size=batch_size,
-            progress=False,
-        )  # fmt: skip
-        return {name: acts[name].float() for name in sites}
-    return _forward_sites(subject, list(zip(cases, texts, strict=True)), sites, encode)
+    acts = capture(
+        subject, texts, sites=list(sites), positions="last", batch_size=batch_size,
+        progress=False,
+    )  # fmt: skip
+    return {name: acts[name].float() for name in sites}
 
 
 def readout(
@@ -327,7 +262,6 @@ def readout(
     tokenizer = getattr(subject.tokenizer, "tokenizer", subject.tokenizer)
     y_a, y_b = answer_tokens(tokenizer, cases)
     norm, unembed = lens_sites(subject)
-    encode = processor_encoder(subject) if any(c.image for c in cases) else None
     layers = list(range(subject.n_layers))
     if not cases:
         none, grid = np.zeros(0), np.zeros((len(layers), 0))
@@ -337,10 +271,10 @@ def readout(
         return empty, {layer: np.zeros((0, subject.d_model)) for layer in layers}
     entropies = {}
     for condition in ("a", "b"):
-        logits = last_position(subject, cases, condition, [unembed.name], batch_size, encode)
+        logits = last_position(subject, cases, condition, [unembed.name], batch_size)
         entropies[condition] = entropy(logits[unembed.name].double().numpy())
     names = [f"resid_post.{layer}" for layer in layers]
-    both = last_position(subject, cases, "both", [*names, unembed.name], batch_size, encode)
+    both = last_position(subject, cases, "both", [*names, unembed.name], batch_size)
     final = both[unembed.name]
     lens_top1, lens_diff, features = [], [], {}
     index = torch.arange(len(cases))
@@ -378,6 +312,4 @@ def train_lens(subject: Subject, cases: CaseSet, seed: int, batch_size: int) -> 
         for condition in ("a", "b", "both")
     ]
     texts = [t for t in texts if t.strip()]
-    if any(c.image for c in (*cases.conflicts, *cases.controls)):
-        raise LensError("lens='tuned' is not available for cases with images; use lens='logit'")
     return TunedLens.train(subject, texts, batch_size=batch_size, progress=False, seed=seed)
