@@ -12,6 +12,7 @@ from html import escape as html_escape
 import pytest
 
 from workbench.analyses import registry
+from workbench.criteria import Shortfall
 from workbench.display import JSON_MIME
 from workbench.display import bundle as B
 
@@ -77,6 +78,12 @@ def test_the_card_names_metrics_claims_figures_and_provenance(results, name):
         assert f">{key}<" in html, key
     held = sum(c["holds"] is True for c in claims)
     assert f"claims: {held}/{len(claims)} hold" in html
+    # a training that missed its criterion is a line on the card and makes claims not evaluable
+    shortfalls = cached.shortfalls()
+    assert all(isinstance(s, Shortfall) for s in shortfalls)
+    for s in shortfalls:
+        assert html_escape(s.message()) in html
+    assert any(c.get("not_evaluable") for c in claims) == bool(shortfalls)
     for claim in claims:
         assert html_escape(claim["name"]) in html
         assert {True: "holds", False: "fails", None: "not measured"}[claim["holds"]] in html
