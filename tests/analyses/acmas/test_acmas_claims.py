@@ -17,6 +17,38 @@ SMALL = {"n_tasks": 16, "n_calib": 11}
 SEEDS = (0, 1, 2)
 
 
+FRAGILE_AT_TEST_SIZE = (
+    "final layer not worse than early",
+    "steering completes more tasks than isolation",
+)
+"""Claims that fail on some seed 0-2 at this size (see the xfail below); the others must hold."""
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """Each seed's claim table: a fresh toy per seed, the study at the small size."""
+    cache = tmp_path_factory.mktemp("acmas-claims")
+    return {
+        seed: acmas.run(
+            acmas.AcmasConfig(seed=seed, **SMALL), cache_dir=cache, progress=False
+        ).claims()
+        for seed in SEEDS
+    }
+
+
+@pytest.mark.claims
+@pytest.mark.slow
+def test_detection_claims_hold_on_each_seed(tables):
+    """F1 >= 0.9 and beating the text monitor, in both schedules: every seed, every kernel level."""
+    names = [c.name for c in acmas.CLAIMS if c.name not in FRAGILE_AT_TEST_SIZE]
+    assert len(names) == 4
+    failing = {
+        seed: [r.claim.name for r in table if r.claim.name in names and r.holds is not True]
+        for seed, table in tables.items()
+    }
+    assert not any(failing.values()), f"failing claims by seed: {failing}"
+
+
 @pytest.mark.claims
 @pytest.mark.slow
 @pytest.mark.xfail(
@@ -33,11 +65,6 @@ SEEDS = (0, 1, 2)
         "default size over seeds 0-9 every other claim is robust (docs/studies/acmas.md)"
     ),
 )
-def test_every_claim_holds_on_each_seed(tmp_path):
-    failing = {}
-    for seed in SEEDS:
-        config = acmas.AcmasConfig(seed=seed, **SMALL)
-        table = acmas.run(config, cache_dir=tmp_path, progress=False).claims()
-        if not table.all_hold:
-            failing[seed] = table.failed()
+def test_every_claim_holds_on_each_seed(tables):
+    failing = {seed: table.failed() for seed, table in tables.items() if not table.all_hold}
     assert not failing, f"failing claims by seed: {failing}"
