@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: error types, array helpers, atomic writes, run records, devices, the bootstrap,
     # named random streams; `workbench` is the package's own __init__ (its lazy names resolve to
     # their modules)
-    ("workbench", "errors", "arrays", "files", "provenance", "records", "devices"),
+    ("workbench", "errors", "arrays", "codec", "files", "provenance", "records", "devices"),
     ("stats", "seeds"),
     ("cache", "claims", "criteria"),  # keyed unit caches; claims as data; missed criteria
     # Presentation, right above the leaves: DESIGN's block lists figures/ above geometry, but

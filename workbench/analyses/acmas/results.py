@@ -15,6 +15,7 @@ import numpy as np
 from workbench.analyses.acmas import summary
 from workbench.analyses.base import StudyResult
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.criteria import Shortfall
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def _arr(x: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class ScheduleResult:
+class ScheduleResult(Record):
     """Detection on the test half of one schedule's attacked run.
 
     Attributes:
@@ -88,41 +89,9 @@ class ScheduleResult:
         j = self.layers.index(layer) if layer else len(self.layers) - 1
         return float(getattr(self, name)[self.detectors.index(detector), j])
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "schedule": self.schedule,
-            "layers": list(self.layers),
-            "detectors": list(self.detectors),
-            **{
-                k: getattr(self, k).tolist()
-                for k in ("f1", "auroc", "fpr", "scores", "preds", "labels", "text_scores")
-            },
-            "text_metrics": list(self.text_metrics),
-            "tasks": None if self.tasks is None else self.tasks.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ScheduleResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            d["schedule"],
-            tuple(d["layers"]),
-            tuple(d["detectors"]),
-            d["f1"],
-            d["auroc"],
-            d["fpr"],
-            d["scores"],
-            d["preds"],
-            d["labels"],
-            d["text_scores"],
-            tuple(d["text_metrics"]),
-            d.get("tasks"),
-        )
-
 
 @dataclass(frozen=True, eq=False)
-class RestorationResult:
+class RestorationResult(Record):
     """Task completion and attack success with no defense, isolation and steering.
 
     Attributes:
@@ -152,32 +121,9 @@ class RestorationResult:
         """``task_completion`` or ``attack_success`` under ``defense``."""
         return float(getattr(self, name)[self.defenses.index(defense)])
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "defenses": list(self.defenses),
-            "task_completion": self.task_completion.tolist(),
-            "attack_success": self.attack_success.tolist(),
-            "flagged": list(self.flagged),
-            "compromised": list(self.compromised),
-            "steer_layer": self.steer_layer,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RestorationResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            tuple(d["defenses"]),
-            d["task_completion"],
-            d["attack_success"],
-            tuple(d["flagged"]),
-            tuple(d["compromised"]),
-            d["steer_layer"],
-        )
-
 
 @dataclass(frozen=True, eq=False, repr=False)
-class AcmasResult(StudyResult):
+class AcmasResult(Record, StudyResult):
     """The whole study: detection per schedule, restoration (built-in system only), notes.
 
     ``toy`` is the toy agent LM's training record (steps to the criterion, seconds, held-out
@@ -237,25 +183,3 @@ class AcmasResult(StudyResult):
     def provenance(self) -> dict[str, Any]:
         """The model the agents' activations were read from (the toy, or a loaded model)."""
         return {"model": self.model, "revision": None}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "model": self.model,
-            "schedules": [s.to_dict() for s in self.schedules],
-            "restoration": self.restoration.to_dict() if self.restoration else None,
-            "notes": list(self.notes),
-            "toy": self.toy,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AcmasResult:
-        """Inverse of :meth:`to_dict`."""
-        r = d["restoration"]
-        return cls(
-            d["model"],
-            tuple(ScheduleResult.from_dict(s) for s in d["schedules"]),
-            RestorationResult.from_dict(r) if r else None,
-            list(d["notes"]),
-            d.get("toy"),
-        )

@@ -44,11 +44,10 @@ from workbench.analyses.anisotropy.compute import (
     tangent_basis,
     tangent_point,
 )
-from workbench.analyses.anisotropy.config import AnisotropyConfig
+from workbench.analyses.anisotropy.config import LAYER_METRICS, AnisotropyConfig
 from workbench.analyses.anisotropy.results import (
     CHECKPOINT_METRICS,
     FIGURES,
-    LAYER_METRICS,
     AnisotropyResult,
     CheckpointResult,
     LayerMetrics,

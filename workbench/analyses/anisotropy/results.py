@@ -8,15 +8,15 @@ also the per-unit cache format (:class:`workbench.cache.UnitCache`). The study's
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from workbench.analyses.anisotropy import summary
-from workbench.analyses.anisotropy.config import CHECKPOINT_METRICS, LAYER_METRICS
+from workbench.analyses.anisotropy.config import CHECKPOINT_METRICS
 from workbench.analyses.anisotropy.tangent import TangentResult
 from workbench.analyses.base import StudyResult
-from workbench.arrays import float_or_none
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.errors import InputError
 from workbench.geometry import FrequencyDistance
 
@@ -29,7 +29,7 @@ FIGURES = ("by_layer", "layer_step_heatmaps", "mean_cosine_over_training", "freq
 
 
 @dataclass(frozen=True)
-class LayerMetrics:
+class LayerMetrics(Record):
     """The geometry of one layer's token representations.
 
     Attributes:
@@ -48,18 +48,9 @@ class LayerMetrics:
     effective_rank: float
     twonn: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LayerMetrics:
-        """Inverse of :meth:`to_dict`."""
-        return cls(int(data["layer"]), *(float(data[k]) for k in LAYER_METRICS))
-
 
 @dataclass(frozen=True)
-class CheckpointResult:
+class CheckpointResult(Record):
     """Everything measured on one checkpoint.
 
     Attributes:
@@ -104,36 +95,9 @@ class CheckpointResult:
             return str(self.step)
         return self.revision or "as loaded"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "revision": self.revision,
-            "step": self.step,
-            "layers": [m.to_dict() for m in self.layers],
-            "freq_distance_by_layer": list(self.freq_distance_by_layer),
-            "embedding_freq_corr": self.embedding_freq_corr,
-            "n_tokens": self.n_tokens,
-            "frequency": None if self.frequency is None else self.frequency.to_dict(points=True),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CheckpointResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            revision=data["revision"],
-            step=data["step"],
-            layers=tuple(LayerMetrics.from_dict(m) for m in data["layers"]),
-            freq_distance_by_layer=tuple(float_or_none(v) for v in data["freq_distance_by_layer"]),
-            embedding_freq_corr=float_or_none(data["embedding_freq_corr"]),
-            n_tokens=int(data["n_tokens"]),
-            frequency=None
-            if data["frequency"] is None
-            else FrequencyDistance.from_dict(data["frequency"]),
-        )
-
 
 @dataclass(frozen=True, repr=False)
-class AnisotropyResult(StudyResult):
+class AnisotropyResult(Record, StudyResult):
     """The whole study: every checkpoint's geometry and, where possible, the tangent test.
 
     Attributes:
@@ -216,24 +180,3 @@ class AnisotropyResult(StudyResult):
             "revision": self.final.revision,
             "sites": [f"{self.site}.{layer}" for layer in self.layers],
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "model": self.model,
-            "site": self.site,
-            "checkpoints": [c.to_dict() for c in self.checkpoints],
-            "tangent": None if self.tangent is None else self.tangent.to_dict(),
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AnisotropyResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["model"],
-            data["site"],
-            tuple(CheckpointResult.from_dict(c) for c in data["checkpoints"]),
-            None if data["tangent"] is None else TangentResult.from_dict(data["tangent"]),
-            tuple(data["notes"]),
-        )

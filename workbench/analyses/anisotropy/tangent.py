@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from workbench.arrays import frozen
+from workbench.codec import Record
 from workbench.errors import InputError
 
 
 @dataclass(frozen=True)
-class TangentBasis:
+class TangentBasis(Record):
     """The early-training tangent subspace of one layer.
 
     Attributes:
@@ -34,23 +34,9 @@ class TangentBasis:
         object.__setattr__(self, "basis", basis)
         object.__setattr__(self, "fit_revisions", tuple(self.fit_revisions))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "layer": self.layer,
-            "site": self.site,
-            "fit_revisions": list(self.fit_revisions),
-            "basis": self.basis.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TangentBasis:
-        """Inverse of :meth:`to_dict`."""
-        return cls(int(data["layer"]), data["site"], tuple(data["fit_revisions"]), data["basis"])
-
 
 @dataclass(frozen=True)
-class TangentPoint:
+class TangentPoint(Record):
     """The tangent test at one later checkpoint.
 
     Attributes:
@@ -67,18 +53,9 @@ class TangentPoint:
     null_mean: float
     p_value: float
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TangentPoint:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class TangentResult:
+class TangentResult(Record):
     """The tangent-subspace test over the later checkpoints.
 
     Attributes:
@@ -122,26 +99,3 @@ class TangentResult:
     def p_values(self) -> list[float]:
         """p-value per tested checkpoint."""
         return [p.p_value for p in self.points]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "layer": self.layer,
-            "site": self.site,
-            "rank": self.rank,
-            "d_model": self.d_model,
-            "fit_revisions": list(self.fit_revisions),
-            "points": [p.to_dict() for p in self.points],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TangentResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            int(data["layer"]),
-            data["site"],
-            int(data["rank"]),
-            int(data["d_model"]),
-            tuple(data["fit_revisions"]),
-            tuple(TangentPoint.from_dict(p) for p in data["points"]),
-        )

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from workbench.arrays import frozen
+from workbench.codec import Record
 from workbench.errors import InputError
 
 
@@ -28,7 +29,7 @@ def optional_float(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class Readout:
+class Readout(Record):
     """What the model did on one set of cases (the conflicts, or the controls).
 
     Attributes:
@@ -89,48 +90,9 @@ class Readout:
         """Whether it is ``Y_b``."""
         return self.top1 == self.y_b
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "ids": list(self.ids),
-            "layers": self.layers.tolist(),
-            "y_a": self.y_a.tolist(),
-            "y_b": self.y_b.tolist(),
-            "token_a": list(self.token_a),
-            "token_b": list(self.token_b),
-            "h_a": self.h_a.tolist(),
-            "h_b": self.h_b.tolist(),
-            "top1": self.top1.tolist(),
-            "lens_top1": self.lens_top1.tolist(),
-            "lens_diff": self.lens_diff.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Readout:
-        """Inverse of :meth:`to_dict`."""
-        n_layers = len(data["layers"])
-        n = len(data["ids"])
-
-        def grid(key: str) -> np.ndarray:
-            return np.asarray(data[key], dtype=np.float64).reshape(n_layers, n)
-
-        return cls(
-            tuple(data["ids"]),
-            np.asarray(data["layers"]),
-            np.asarray(data["y_a"]),
-            np.asarray(data["y_b"]),
-            tuple(data["token_a"]),
-            tuple(data["token_b"]),
-            np.asarray(data["h_a"]),
-            np.asarray(data["h_b"]),
-            np.asarray(data["top1"]),
-            grid("lens_top1"),
-            grid("lens_diff"),
-        )
-
 
 @dataclass(frozen=True)
-class ProbeCurve:
+class ProbeCurve(Record):
     """Per-layer probe accuracy for "which source will win" (A or B), cross-validated.
 
     Attributes:
@@ -167,38 +129,9 @@ class ProbeCurve:
         """That accuracy."""
         return float(np.nanmax(self.accuracy))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "layers": self.layers.tolist(),
-            "accuracy": self.accuracy.tolist(),
-            "accuracy_lo": self.accuracy_lo.tolist(),
-            "accuracy_hi": self.accuracy_hi.tolist(),
-            "control": self.control.tolist(),
-            "chance": self.chance,
-            "n_cases": self.n_cases,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProbeCurve:
-        """Inverse of :meth:`to_dict` (``None`` entries read back as NaN)."""
-
-        def arr(key: str) -> np.ndarray:
-            return np.array([np.nan if v is None else v for v in data[key]], dtype=np.float64)
-
-        return cls(
-            np.asarray(data["layers"]),
-            arr("accuracy"),
-            arr("accuracy_lo"),
-            arr("accuracy_hi"),
-            arr("control"),
-            float(data["chance"]),
-            int(data["n_cases"]),
-        )
-
 
 @dataclass(frozen=True)
-class CaseRun:
+class CaseRun(Record):
     """One model's readouts on a case set, with the probe: the study's cached unit.
 
     Attributes:
@@ -219,26 +152,3 @@ class CaseRun:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "notes", tuple(self.notes))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "model": self.model,
-            "lens": self.lens,
-            "conflicts": self.conflicts.to_dict(),
-            "controls": self.controls.to_dict(),
-            "probe": None if self.probe is None else self.probe.to_dict(),
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseRun:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["model"],
-            data["lens"],
-            Readout.from_dict(data["conflicts"]),
-            Readout.from_dict(data["controls"]),
-            None if data["probe"] is None else ProbeCurve.from_dict(data["probe"]),
-            tuple(data["notes"]),
-        )

@@ -20,10 +20,10 @@ from workbench.analyses.concept_oscillation.readout import (
     ProbeCurve,
     Readout,
     check_shape,
-    optional_float,
 )
 from workbench.arrays import frozen
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.criteria import Shortfall
 from workbench.errors import InputError
 
@@ -46,7 +46,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class FollowCurve:
+class FollowCurve(Record):
     """``P(follow a | dH)`` over the conflict cases.
 
     Attributes:
@@ -102,40 +102,6 @@ class FollowCurve:
             return np.full(x.shape, np.nan)
         return 1.0 / (1.0 + np.exp(-(self.intercept + self.slope * x)))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "dh": self.dh.tolist(),
-            "follow_a": self.follow_a.tolist(),
-            "used": self.used.tolist(),
-            "intercept": self.intercept,
-            "slope": self.slope,
-            "balance_point": self.balance_point,
-            "balance_ci": None if self.balance_ci is None else list(self.balance_ci),
-            "n_bootstrap": self.n_bootstrap,
-            "bin_centers": self.bin_centers.tolist(),
-            "bin_rates": self.bin_rates.tolist(),
-            "bin_counts": self.bin_counts.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FollowCurve:
-        """Inverse of :meth:`to_dict`."""
-        ci = data["balance_ci"]
-        return cls(
-            np.asarray(data["dh"], dtype=np.float64),
-            np.asarray(data["follow_a"], dtype=bool),
-            np.asarray(data["used"], dtype=bool),
-            optional_float(data["intercept"]),
-            optional_float(data["slope"]),
-            optional_float(data["balance_point"]),
-            None if ci is None else (float(ci[0]), float(ci[1])),
-            int(data["n_bootstrap"]),
-            np.asarray(data["bin_centers"], dtype=np.float64),
-            np.asarray(data["bin_rates"], dtype=np.float64),
-            np.asarray(data["bin_counts"], dtype=np.int64),
-        )
-
 
 def _mean(a: np.ndarray) -> float | None:
     return float(a.mean()) if len(a) else None
@@ -146,7 +112,7 @@ def _sem(a: np.ndarray) -> float | None:
 
 
 @dataclass(frozen=True)
-class OscillationSummary:
+class OscillationSummary(Record):
     """Oscillation counts per case of the ambiguous conflicts, the clear ones and the controls.
 
     Attributes:
@@ -182,18 +148,9 @@ class OscillationSummary:
         a, c = self.mean("ambiguous"), self.mean("clear")
         return None if a is None or not c else a / c
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {name: getattr(self, name).tolist() for name in self.GROUPS}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OscillationSummary:
-        """Inverse of :meth:`to_dict`."""
-        return cls(*(np.asarray(data[name], dtype=np.int64) for name in cls.GROUPS))
-
 
 @dataclass(frozen=True)
-class LogitDiffMap:
+class LogitDiffMap(Record):
     """Mean lens ``logit(Y_a) - logit(Y_b)`` per layer and ``dH`` bin.
 
     Attributes:
@@ -216,30 +173,9 @@ class LogitDiffMap:
         check_shape("mean_diff", self.mean_diff, (len(self.layers), len(self.dh_centers)))
         check_shape("counts", self.counts, self.dh_centers.shape)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "layers": self.layers.tolist(),
-            "dh_centers": self.dh_centers.tolist(),
-            "mean_diff": self.mean_diff.tolist(),
-            "counts": self.counts.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LogitDiffMap:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            np.asarray(data["layers"]),
-            np.asarray(data["dh_centers"], dtype=np.float64),
-            np.asarray(data["mean_diff"], dtype=np.float64).reshape(
-                len(data["layers"]), len(data["dh_centers"])
-            ),
-            np.asarray(data["counts"]),
-        )
-
 
 @dataclass(frozen=True, repr=False)
-class ConceptOscillationResult(StudyResult):
+class ConceptOscillationResult(Record, StudyResult):
     """The whole study on one model and case set.
 
     Attributes:
@@ -336,34 +272,3 @@ class ConceptOscillationResult(StudyResult):
     def provenance(self) -> dict[str, Any]:
         """The model (the toy, or the model the text cases ran on) and the lens read through."""
         return {"model": self.model, "revision": None, "lens": self.lens}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "run": self.run.to_dict(),
-            "follow": self.follow.to_dict(),
-            "ambiguous": self.ambiguous.tolist(),
-            "conflict_oscillations": self.conflict_oscillations.tolist(),
-            "oscillations": self.oscillations.to_dict(),
-            "heatmap": self.heatmap.to_dict(),
-            "ratio_ci": None if self.ratio_ci is None else list(self.ratio_ci),
-            "cases": self.cases,
-            "training": self.training,
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConceptOscillationResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            CaseRun.from_dict(data["run"]),
-            FollowCurve.from_dict(data["follow"]),
-            np.asarray(data["ambiguous"], dtype=bool),
-            np.asarray(data["conflict_oscillations"], dtype=np.int64),
-            OscillationSummary.from_dict(data["oscillations"]),
-            LogitDiffMap.from_dict(data["heatmap"]),
-            None if data.get("ratio_ci") is None else tuple(data["ratio_ci"]),
-            data["cases"],
-            data["training"],
-            tuple(data["notes"]),
-        )

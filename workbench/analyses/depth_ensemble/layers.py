@@ -8,11 +8,11 @@ which used to import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from workbench.arrays import frozen, plain
+from workbench.arrays import frozen
+from workbench.codec import Record
 from workbench.errors import InputError
 
 
@@ -22,7 +22,7 @@ def _check(owner: str, name: str, array: np.ndarray, shape: tuple[int, ...]) -> 
 
 
 @dataclass(frozen=True)
-class LayerGeometry:
+class LayerGeometry(Record):
     """How the residual stream moves through depth; means over tokens (see :mod:`.compute`).
 
     With ``L`` layers:
@@ -77,12 +77,3 @@ class LayerGeometry:
         """The increment angle averaged over layer pairs (``NaN`` with one layer)."""
         finite = self.increment_angle[np.isfinite(self.increment_angle)]
         return float(finite.mean()) if finite.size else float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {**{k: plain(getattr(self, k)) for k in self.ARRAYS}, "n_tokens": self.n_tokens}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LayerGeometry:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{k: data[k] for k in cls.ARRAYS}, n_tokens=int(data["n_tokens"]))

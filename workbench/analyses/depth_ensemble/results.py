@@ -16,8 +16,9 @@ import numpy as np
 from workbench.analyses.base import StudyResult
 from workbench.analyses.depth_ensemble import summary
 from workbench.analyses.depth_ensemble.layers import LayerGeometry, _check
-from workbench.arrays import finite_or_none, float_or_nan, frozen, plain
+from workbench.arrays import frozen
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.errors import InputError
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ FIGURES = ("angles_norms", "lens_loss", "layer_skip", "toy_depth", "toy_geometry
 
 
 @dataclass(frozen=True)
-class LensLoss:
+class LensLoss(Record):
     """Per-layer next-token loss through the lenses, and early exits.
 
     Attributes:
@@ -60,35 +61,9 @@ class LensLoss:
             _check("LensLoss", "tuned", self.tuned, (n,))
         _check("LensLoss", "exit_counts", self.exit_counts, (n + 1,))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "logit": plain(self.logit),
-            "tuned": None if self.tuned is None else plain(self.tuned),
-            "final_loss": finite_or_none(self.final_loss),
-            "exit_counts": self.exit_counts.tolist(),
-            "early_exit_fraction": finite_or_none(self.early_exit_fraction),
-            "early_exit_fraction_tuned": None
-            if self.early_exit_fraction_tuned is None
-            else finite_or_none(self.early_exit_fraction_tuned),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LensLoss:
-        """Inverse of :meth:`to_dict`."""
-        tuned_exit = data["early_exit_fraction_tuned"]
-        return cls(
-            logit=data["logit"],
-            tuned=data["tuned"],
-            final_loss=float_or_nan(data["final_loss"]),
-            exit_counts=data["exit_counts"],
-            early_exit_fraction=float_or_nan(data["early_exit_fraction"]),
-            early_exit_fraction_tuned=None if tuned_exit is None else float(tuned_exit),
-        )
-
 
 @dataclass(frozen=True)
-class LayerSkip:
+class LayerSkip(Record):
     """Loss changes when layers are removed or reordered (``skip()``, ``reorder_layers``).
 
     Attributes:
@@ -140,38 +115,9 @@ class LayerSkip:
         """Mean loss change over the shuffles (``NaN`` without any)."""
         return float(self.shuffle_deltas.mean()) if len(self.shuffle_deltas) else float("nan")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "baseline": finite_or_none(self.baseline),
-            "single": plain(self.single),
-            "block_sizes": self.block_sizes.tolist(),
-            "block_starts": self.block_starts.tolist(),
-            "block_deltas": plain(self.block_deltas),
-            "middle": list(self.middle),
-            "reverse": finite_or_none(self.reverse),
-            "shuffle_orders": self.shuffle_orders.tolist(),
-            "shuffle_deltas": plain(self.shuffle_deltas),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LayerSkip:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            baseline=float_or_nan(data["baseline"]),
-            single=data["single"],
-            block_sizes=data["block_sizes"],
-            block_starts=data["block_starts"],
-            block_deltas=data["block_deltas"],
-            middle=tuple(data["middle"]),
-            reverse=float_or_nan(data["reverse"]),
-            shuffle_orders=data["shuffle_orders"],
-            shuffle_deltas=data["shuffle_deltas"],
-        )
-
 
 @dataclass(frozen=True)
-class ModelResult:
+class ModelResult(Record):
     """What the study measured on the model.
 
     Attributes:
@@ -196,27 +142,6 @@ class ModelResult:
         ):
             if size is not None and size != n:
                 raise InputError(f"ModelResult.{part} covers {size} layers, geometry {n}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "model": self.model,
-            "revision": self.revision,
-            "geometry": self.geometry.to_dict(),
-            "lens": None if self.lens is None else self.lens.to_dict(),
-            "skip": None if self.skip is None else self.skip.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["model"],
-            data["revision"],
-            LayerGeometry.from_dict(data["geometry"]),
-            None if data["lens"] is None else LensLoss.from_dict(data["lens"]),
-            None if data["skip"] is None else LayerSkip.from_dict(data["skip"]),
-        )
 
 
 @dataclass(frozen=True, repr=False)

@@ -9,11 +9,12 @@ import numpy as np
 
 from workbench.analyses.depth_ensemble.layers import LayerGeometry
 from workbench.arrays import finite_or_none, float_or_nan, frozen, plain
+from workbench.codec import Record
 from workbench.errors import InputError
 
 
 @dataclass(frozen=True)
-class ToyTeacher:
+class ToyTeacher(Record):
     """One teacher and the target it defines.
 
     Attributes:
@@ -31,29 +32,6 @@ class ToyTeacher:
     entropy: float
     max_entropy: float
     geometry: LayerGeometry
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "kind": self.kind,
-            "depth": self.depth,
-            "temperature": self.temperature,
-            "entropy": self.entropy,
-            "max_entropy": self.max_entropy,
-            "geometry": self.geometry.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToyTeacher:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["kind"],
-            int(data["depth"]),
-            float(data["temperature"]),
-            float(data["entropy"]),
-            float(data["max_entropy"]),
-            LayerGeometry.from_dict(data["geometry"]),
-        )
 
 
 @dataclass(frozen=True)
@@ -116,7 +94,7 @@ class ToyStudent:
 
 
 @dataclass(frozen=True)
-class ToyFit:
+class ToyFit(Record):
     """``L = L0 + c / l^a`` fitted to one teacher's students (see :func:`.compute.fit_toy`).
 
     Attributes:
@@ -159,28 +137,6 @@ class ToyFit:
     def curve(self, depths: np.ndarray) -> np.ndarray:
         """The fitted loss at ``depths``."""
         return self.L0 + self.c * np.asarray(depths, dtype=np.float64) ** -self.a
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "teacher": self.teacher,
-            "depths": self.depths.tolist(),
-            "losses": plain(self.losses),
-            **{k: finite_or_none(getattr(self, k)) for k in self.SCALARS},
-            "n_bootstrap": self.n_bootstrap,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ToyFit:
-        """Inverse of :meth:`to_dict`."""
-        scalars = {k: float_or_nan(data[k]) for k in cls.SCALARS}
-        return cls(
-            teacher=data["teacher"],
-            depths=data["depths"],
-            losses=data["losses"],
-            n_bootstrap=int(data["n_bootstrap"]),
-            **scalars,
-        )
 
 
 @dataclass(frozen=True)

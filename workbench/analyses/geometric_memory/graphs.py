@@ -39,11 +39,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from workbench.analyses.geometric_memory.graph_files import RELEASE_GRAPHS, from_file
+from workbench.codec import Record
 from workbench.errors import ConfigError, InputError
 
 FAMILIES = ("path_star", "grid", "cycle", "tree", "irregular")
@@ -56,7 +56,7 @@ Path_ = tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class GraphTask:
+class GraphTask(Record):
     """A graph, its path queries and its token labelling.
 
     Attributes:
@@ -193,39 +193,6 @@ class GraphTask:
     def order(self) -> tuple[int, ...]:
         """Canonical nodes are already in graph order: ``0..n-1``."""
         return tuple(range(self.n_nodes))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "name": self.name,
-            "n_nodes": self.n_nodes,
-            "edges": [list(e) for e in self.edges],
-            "paths": [list(p) for p in self.paths],
-            "n_heldout": self.n_heldout,
-            "tokens": list(self.tokens),
-            "groups": list(self.groups),
-            "depth": list(self.depth),
-            "root": self.root,
-            "notes": list(self.notes),
-            "fixed_split": self.fixed_split,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GraphTask:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["name"],
-            int(data["n_nodes"]),
-            tuple(tuple(e) for e in data["edges"]),
-            tuple(tuple(p) for p in data["paths"]),
-            int(data["n_heldout"]),
-            tuple(data["tokens"]),
-            tuple(data["groups"]),
-            tuple(data["depth"]),
-            data["root"],
-            tuple(data["notes"]),
-            bool(data["fixed_split"]),
-        )
 
 
 def hop_distances(n: int, edges: Sequence[Edge], source: int) -> np.ndarray:

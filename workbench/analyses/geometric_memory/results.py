@@ -16,8 +16,9 @@ import numpy as np
 from workbench.analyses.base import StudyResult
 from workbench.analyses.geometric_memory import summary
 from workbench.analyses.geometric_memory.graphs import GraphTask
-from workbench.arrays import float_or_none, frozen, frozen_or_none
+from workbench.arrays import frozen, frozen_or_none
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.criteria import Shortfall
 from workbench.errors import InputError
 
@@ -29,7 +30,7 @@ FIGURES = ("projections", "spectral_energy", "similarity", "training", "ingredie
 
 
 @dataclass(frozen=True)
-class EmbeddingGeometry:
+class EmbeddingGeometry(Record):
     """The geometry of one set of node embeddings against the graph.
 
     Attributes:
@@ -78,36 +79,9 @@ class EmbeddingGeometry:
             "distance_spearman": self.distance_spearman,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "name": self.name,
-            "embeddings": self.embeddings.tolist(),
-            "geometric_level": self.geometric_level,
-            "spectral_energy": self.spectral_energy.tolist(),
-            "spectral_top_energy": self.spectral_top_energy,
-            "distance_spearman": self.distance_spearman,
-            "edge_recovery": self.edge_recovery,
-            "umap": None if self.umap is None else self.umap.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EmbeddingGeometry:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data["name"],
-            np.asarray(data["embeddings"], dtype=np.float64),
-            float(data["geometric_level"]),
-            np.asarray(data["spectral_energy"], dtype=np.float64),
-            float(data["spectral_top_energy"]),
-            float("nan") if data["distance_spearman"] is None else data["distance_spearman"],
-            float_or_none(data["edge_recovery"]),
-            data["umap"],
-        )
-
 
 @dataclass(frozen=True)
-class TrainingCurve:
+class TrainingCurve(Record):
     """Memorization and geometry over edge-memorization training.
 
     Attributes:
@@ -131,26 +105,9 @@ class TrainingCurve:
         ):
             raise InputError("a training curve needs one value of each series per step")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "steps": list(self.steps),
-            "edge_recovery": list(self.edge_recovery),
-            "geometric_level": list(self.geometric_level),
-            "loss": [None if not np.isfinite(x) else x for x in self.loss],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainingCurve:
-        """Inverse of :meth:`to_dict`."""
-        loss = tuple(float("nan") if x is None else float(x) for x in data["loss"])
-        return cls(
-            tuple(data["steps"]), tuple(data["edge_recovery"]), tuple(data["geometric_level"]), loss
-        )
-
 
 @dataclass(frozen=True)
-class PathAccuracy:
+class PathAccuracy(Record):
     """First-step accuracy of path queries.
 
     Attributes:
@@ -183,29 +140,9 @@ class PathAccuracy:
         """Mean chance level over the queries."""
         return float(np.mean(self.chance))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "correct": list(self.correct),
-            "chance": list(self.chance),
-            "train_accuracy": self.train_accuracy,
-            "steps": self.steps,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PathAccuracy:
-        """Inverse of :meth:`to_dict`."""
-        steps = data.get("steps")
-        return cls(
-            tuple(data["correct"]),
-            tuple(data["chance"]),
-            float_or_none(data["train_accuracy"]),
-            None if steps is None else int(steps),
-        )
-
 
 @dataclass(frozen=True)
-class ModelRun:
+class ModelRun(Record):
     """One trained sequence model: its embeddings' geometry, curve and path queries.
 
     Attributes:
@@ -224,26 +161,6 @@ class ModelRun:
     def steps(self) -> int:
         """Edge-memorization steps trained."""
         return int(self.curve.steps[-1])
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return {
-            "geometry": self.geometry.to_dict(),
-            "curve": self.curve.to_dict(),
-            "paths": None if self.paths is None else self.paths.to_dict(),
-            "excess_loss": self.excess_loss,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelRun:
-        """Inverse of :meth:`to_dict`."""
-        paths = None if data["paths"] is None else PathAccuracy.from_dict(data["paths"])
-        return cls(
-            EmbeddingGeometry.from_dict(data["geometry"]),
-            TrainingCurve.from_dict(data["curve"]),
-            paths,
-            float_or_none(data.get("excess_loss")),
-        )
 
 
 @dataclass(frozen=True)
@@ -291,7 +208,7 @@ class Ingredient:
 
 
 @dataclass(frozen=True, repr=False)
-class GeometricMemoryResult(StudyResult):
+class GeometricMemoryResult(Record, StudyResult):
     """The whole study on one graph.
 
     Attributes:
@@ -388,34 +305,3 @@ class GeometricMemoryResult(StudyResult):
     def record_model(self, config: Any) -> str:
         """``results.json`` names the trained transformer's shape."""
         return f"gpt2 {config.n_layers}x{config.d_model} (trained here)"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "graph": self.graph.to_dict(),
-            "eigenvalues": self.eigenvalues.tolist(),
-            "top_k": self.top_k,
-            "transformer": self.transformer.to_dict(),
-            "control": self.control.to_dict(),
-            "baselines": {k: v.to_dict() for k, v in self.baselines.items()},
-            "incontext": None if self.incontext is None else self.incontext.to_dict(),
-            "ingredients": [r.to_dict() for r in self.ingredients],
-            "notes": list(self.notes),
-            "recovery_ceiling": self.recovery_ceiling,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GeometricMemoryResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            GraphTask.from_dict(data["graph"]),
-            np.asarray(data["eigenvalues"], dtype=np.float64),
-            int(data["top_k"]),
-            ModelRun.from_dict(data["transformer"]),
-            ModelRun.from_dict(data["control"]),
-            {k: EmbeddingGeometry.from_dict(v) for k, v in data["baselines"].items()},
-            None if data["incontext"] is None else PathAccuracy.from_dict(data["incontext"]),
-            tuple(Ingredient.from_dict(r) for r in data["ingredients"]),
-            tuple(data["notes"]),
-            float(data.get("recovery_ceiling", 1.0)),
-        )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from workbench.analyses.base import StudyResult
 from workbench.analyses.readouts import summary
-from workbench.arrays import finite_or_none
 from workbench.claims import Claim
+from workbench.codec import Record
 from workbench.errors import InputError
 from workbench.lens import LensResult
 from workbench.probes import ProbeSweepResult
@@ -24,7 +24,7 @@ FIGURES = ("lens_heatmap", "lens_kl", "lens_loss", "probe", "steering")
 
 
 @dataclass(frozen=True)
-class LensCurve:
+class LensCurve(Record):
     """One lens's held-out numbers by layer (means over every position).
 
     Attributes:
@@ -61,18 +61,9 @@ class LensCurve:
             float(result.final_loss()),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LensCurve:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class SteeringResult:
+class SteeringResult(Record):
     """Steering with a difference-of-means vector against random vectors of the same norm.
 
     Attributes:
@@ -147,27 +138,6 @@ class SteeringResult:
     def gen_random_max(self) -> float:
         """The largest generation effect of any random vector (``nan`` when not run)."""
         return float(max(self.gen_random)) if self.gen_random else float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the cache format; ``nan`` is written as ``None``)."""
-        data = {**asdict(self), "random": [list(r) for r in self.random]}
-        for name in ("gen_base", "gen_effect"):
-            data[name] = finite_or_none(data[name])
-        data["gen_random"] = list(self.gen_random)
-        data["gen_examples"] = [list(e) for e in self.gen_examples]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SteeringResult:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            **{
-                **data,
-                "random": tuple(tuple(r) for r in data["random"]),
-                "gen_random": tuple(data.get("gen_random", ())),
-                "gen_examples": tuple(tuple(e) for e in data.get("gen_examples", ())),
-            }
-        )
 
 
 @dataclass(frozen=True, repr=False)
