@@ -55,32 +55,9 @@ Our operationalization:
   ``toy_target_kl``, 0.25 nats), and evaluated on 2,000 conflicts drawn
   evenly over the tiers and 1,000 controls. (The issue asked for consistent two-source
   examples only; a toy trained that way followed channel A in every conflict: see :mod:`.toy`.)
-* **How robust the toy's oscillation effect is** (measured; see the ``oscillation_ratio_ci``,
-  ``decision_layer_mean`` and ``decided_at_first_layer`` metrics). The toy decides early: the
-  lens shows the final answer from the first layer on in 75-89% of conflicts, so oscillations
-  are rare (0.14-0.22 per ambiguous conflict, against the paper's 1.43) and the ratio of two
-  small means is noisy: for one fixed toy, 400-conflict subsets give ratios whose 5-95% range
-  is about 1.2 to 3.3 (below 1.5 in up to half of the subsets), which is why the default now
-  evaluates 2,000 conflicts (seed 0: ratio 2.25, 95% interval 1.73-2.91). A 12-layer toy did
-  not decide later (60-87% of conflicts decided at the first layer). Over seeds 0-9 (2,000
-  steps, tuned lens) the follow curve falls monotonically every time and ambiguous conflicts
-  oscillate at least 1.5x as often as clear ones in 9 of 10; the controls oscillate least in
-  only 6 of 10. The ratio follows how far the fixed 2,000 steps got: over 17 trainings (seeds,
-  kernel levels, two machines) its rank correlation with the final training loss is -0.74, every
-  toy whose loss ended below 0.80 has a ratio of at least 2.05, and the three at 0.82 or above
-  have 1.60, 1.13 and 1.26 (seed 0 on AVX2 kernels, seed 6, and seed 0 under another PyTorch
-  version). Trained to 6,000 steps the ratio is robust but the controls oscillate least on
-  only 2 of 10 seeds. Trained to the excess-KL criterion (the default since 2026-12-07) the
-  ratio holds on 10 of 10 (seed 6, trained 800 steps past its schedule, 1.13 -> 1.52) but on
-  scalar kernels seed 0 still gives 1.09 at the criterion: training progress does not explain
-  every low ratio.
-  The controls' oscillations come from channel B's chains, which the toy never learns: it
-  answers one-hop controls right (0.95-1.00 over seeds 0-9) and two- and three-hop ones at
-  about chance between the chain's end and the decoy's (0.46-0.54), at 6,000 steps too
-  (``controls_answer_b_by_tier``); one-hop controls never oscillate, the others do (0.02-0.14
-  per case), about as often as clear conflicts. A channel B the toy does learn (a one-hop
-  lookup among decoys; tried, not kept) makes the controls silent but leaves ambiguous and
-  clear conflicts oscillating alike (ratios 1.23 and 1.08): see docs/notes (2026-12-07).
+* **How robust**: the verdicts over seeds are on the study's page
+  (``docs/studies/concept_oscillation.md``, from the committed replication record); the
+  measurements behind the toy's recipe are in the dated notes (``docs/notes/``).
 * **Real models**: any causal LM :func:`workbench.load_model` gives, on a JSONL file of cases
   (:mod:`.cases`; text only: context against parametric knowledge); a small hand-written file of
   such cases ships as ``cases="builtin"``.

@@ -42,7 +42,7 @@ INGREDIENT_DECAY = 0.1
 """Weight decay of the ingredient table's weight-decay row."""
 PATH_LR = 1e-2
 """Peak learning rate of path fine-tuning (1e-3 fitted the fine-tuning paths but left held-out
-ones at chance on the default path-star; measured in the report of issue 10)."""
+ones at chance on the default path-star)."""
 
 
 def _spec(config: GeometricMemoryConfig, graph: GraphTask, **changes: Any) -> TransformerSpec:
