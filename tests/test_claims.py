@@ -124,3 +124,17 @@ def test_every_study_declares_claims_on_its_own_metrics(analysis):
     assert study.claims, f"{analysis} declares no claims"
     check_claims(study.claims, study.metric_keys)
     assert len({c.name for c in study.claims}) == len(study.claims)
+
+
+def test_a_run_that_could_not_judge_a_claim_keeps_it_from_being_robust():
+    from workbench.runner.replicate import not_evaluable
+
+    claim = Claim("positive", "x", ">", 0.0)
+    runs = [{"x": 1.0}] * 10
+    assert verdict(claim, runs).verdict == "robust"
+    flags = [False] * 9 + [True]  # one run's training missed its criterion
+    judged = verdict(claim, runs, flags)
+    assert judged.verdict == "fragile" and judged.held == 9 and judged.missing == 1
+    record = {"claims": [{"name": "positive", "holds": None, "not_evaluable": "why"}]}
+    assert not_evaluable(record, "positive") and not not_evaluable(record, "other")
+    assert not not_evaluable({"claims": [{"name": "positive", "holds": True}]}, "positive")

@@ -509,14 +509,15 @@ def test_sgd_is_plain_gradient_descent():
         TrainConfig(steps=1, optimizer="adam")
 
 
-def test_warm_restarts_repeat_the_schedule_after_decay_steps():
+def test_warm_restarts_repeat_the_schedule_in_cycles_twice_as_long():
     sched = TrainConfig(steps=30, lr=1e-2, warmup=3, decay_steps=30)
-    again = TrainConfig(steps=90, lr=1e-2, warmup=3, decay_steps=30, min_steps=30, restarts=True)
+    again = TrainConfig(steps=120, lr=1e-2, warmup=3, decay_steps=30, min_steps=30, restarts=True)
     first = [again.lr_at(s) for s in range(30)]
     assert first == [sched.lr_at(s) for s in range(30)]  # the schedule itself, warm-up included
-    period = 30 - 3  # each later cycle is the cosine part alone: lr back at its peak, no warm-up
-    assert again.lr_at(30) == pytest.approx(1e-2 * again.lr_factor(3))
-    for s in range(30, 90):
-        assert again.lr_at(s) == pytest.approx(again.lr_at(3 + (s - 3) % period))
-    assert max(again.lr_at(s) for s in range(30, 90)) == pytest.approx(1e-2)
+    # SGDR with T_mult = 2: the cosine part (27 steps), then 54, then 108, each from the peak
+    assert again.lr_at(30) == pytest.approx(1e-2)
+    longer = TrainConfig(steps=54, lr=1e-2, min_lr_ratio=0.1)
+    for s in range(30, 84):
+        assert again.lr_at(s) == pytest.approx(longer.lr_at(s - 30))
+    assert again.lr_at(84) == pytest.approx(1e-2)  # the third cycle starts
     assert TrainConfig(steps=90, decay_steps=30).lr_at(60) == pytest.approx(1e-4)  # no restarts

@@ -405,9 +405,25 @@ class ClaimVerdict:
         }
 
 
-def verdict(claim: Claim, runs: Sequence[Mapping[str, Any]]) -> ClaimVerdict:
-    """Whether ``claim`` replicates over ``runs`` (each a run's ``metrics`` block)."""
+def verdict(
+    claim: Claim, runs: Sequence[Mapping[str, Any]], not_evaluable: Sequence[bool] = ()
+) -> ClaimVerdict:
+    """Whether ``claim`` replicates over ``runs`` (each a run's ``metrics`` block).
+
+    Args:
+        claim: The claim.
+        runs: Each run's metrics.
+        not_evaluable: Per run, whether the run recorded the claim as not evaluable (a training
+            it depends on missed its criterion): such a run counts as not measured, so the claim
+            cannot be robust.
+    """
     checked = [claim.check(m) for m in runs]
+    checked = [
+        replace(r, margin=None, holds=None, not_evaluable="not evaluable")
+        if i < len(not_evaluable) and not_evaluable[i]
+        else r
+        for i, r in enumerate(checked)
+    ]
     measured = [r for r in checked if r.holds is not None]
     held = sum(r.holds is True for r in measured)
     margin = summarize(r.margin for r in measured)

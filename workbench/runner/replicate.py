@@ -353,6 +353,14 @@ def replicate(
     return dataclasses.replace(result, files=tuple(files))
 
 
+def not_evaluable(record: Mapping[str, Any], name: str) -> bool:
+    """Whether a run's ``results.json`` marks claim ``name`` not evaluable (a missed criterion)."""
+    return any(
+        entry.get("name") == name and bool(entry.get("not_evaluable"))
+        for entry in record.get("claims", [])
+    )
+
+
 def summarize_runs(
     out: Path, analysis: str, runs: Mapping[str, tuple[int, str | None]]
 ) -> Replication:
@@ -361,14 +369,20 @@ def summarize_runs(
     done = {rid: r for rid, r in records.items() if r is not None}
     claims = run_claims(list(done.values()))
     all_metrics = [r["metrics"] for r in done.values()]
-    verdicts = tuple(verdict(c, all_metrics) for c in claims)
+    verdicts = tuple(
+        verdict(c, all_metrics, [not_evaluable(r, c.name) for r in done.values()]) for c in claims
+    )
     per_kernel: dict[str, dict[str, float]] = {}
     for level in dict.fromkeys(level for _, level in runs.values()):
         ids = [rid for rid in done if runs[rid][1] == level]
         if not ids:
             continue
         per_kernel[level or "native"] = {
-            c.name: sum(c.check(done[rid]["metrics"]).holds is True for rid in ids) / len(ids)
+            c.name: sum(
+                c.check(done[rid]["metrics"]).holds is True and not not_evaluable(done[rid], c.name)
+                for rid in ids
+            )
+            / len(ids)
             for c in claims
         }
     scalars = [_scalars(m) for m in all_metrics]
@@ -400,7 +414,7 @@ def _run_rows(
             for c in claims:
                 checked = c.check(record["metrics"])
                 row[f"{c.name} value"] = checked.value
-                row[f"{c.name} holds"] = checked.holds
+                row[f"{c.name} holds"] = None if not_evaluable(record, c.name) else checked.holds
         rows.append(row)
     return rows, metrics
 

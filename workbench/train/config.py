@@ -60,10 +60,11 @@ class TrainConfig:
             its schedule is bitwise the run of ``steps=decay_steps``.
         min_steps: No ``stop_when`` criterion is asked before this step (0: from the first
             evaluation on).
-        restarts: Warm restarts (Loshchilov & Hutter, 2017, SGDR): past ``decay_steps`` the cosine
-            starts again from ``lr``, one period of ``decay_steps - warmup`` steps after another,
-            instead of staying at the floor. With a criterion, a run that has not met it at the
-            end of its schedule trains on through fresh cycles from where it is.
+        restarts: Warm restarts (Loshchilov & Hutter, 2017, SGDR, with ``T_mult = 2``): past
+            ``decay_steps`` the cosine starts again from ``lr``, each cycle twice as long as the
+            one before (the first is ``decay_steps - warmup`` steps), instead of staying at the
+            floor. With a criterion, a run that has not met it at the end of its schedule trains
+            on through longer and longer cycles from where it is.
         grad_clip: Maximum global L2 norm of the gradient, or ``None`` for no clipping.
         batch_size: Rows per step drawn from tensor data, or ``None`` for full batch. Ignored
             when the batches come from a ``sample`` function.
@@ -157,7 +158,11 @@ class TrainConfig:
         period = max(1, end - self.warmup)
         progress = (step - self.warmup) / period
         if self.restarts and progress >= 1.0:
-            progress = ((step - self.warmup) % period) / period
+            into = step - self.warmup
+            while into >= period:  # SGDR with T_mult = 2: each cycle twice the one before
+                into -= period
+                period *= 2
+            progress = into / period
         floor = self.min_lr_ratio
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
