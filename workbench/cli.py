@@ -288,7 +288,8 @@ def _raw_params(pairs: Sequence[Sequence[str]]) -> dict[str, str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`workbench run`: execute one analysis notebook."""
-    from workbench.runner.run import STRICT_ENV, run_analysis
+    from workbench.criteria import STRICT_ENV
+    from workbench.runner.run import run_analysis
 
     raw = _raw_params(args.param)
     result = run_analysis(
@@ -298,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raw=raw,
         timeout=args.timeout,
         formats=args.formats,
-        env=STRICT_ENV if args.strict else None,
+        env={STRICT_ENV: "1"} if args.strict else None,  # a missed criterion fails the run
     )
     if not result.ok:
         sys.stderr.write(

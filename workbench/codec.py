@@ -30,8 +30,8 @@ Example::
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
-import math
 import types
 import typing
 from collections.abc import Mapping
@@ -90,25 +90,17 @@ def decode(hint: Any, data: Any) -> Any:
         if args:
             return tuple(decode(a, v) for a, v in zip(args, data, strict=True))
         return tuple(data)
-    if origin in (list, typing.Sequence, _abc("Sequence")):
+    if origin in (list, collections.abc.Sequence):
         item = args[0] if args else Any
         return [decode(item, v) for v in data]
-    if origin in (dict, typing.Mapping, _abc("Mapping")):
+    if origin in (dict, collections.abc.Mapping):
         key, item = args if args else (Any, Any)
         return {(int(k) if key is int else k): decode(item, v) for k, v in data.items()}
     return data
 
 
-def _abc(name: str) -> Any:
-    import collections.abc
-
-    return getattr(collections.abc, name)
-
-
 def _array(data: Any) -> np.ndarray:
     """Nested lists as an array; ``null`` entries read as NaN (a float array)."""
-    if data is None:
-        return np.zeros(0)
     arr = np.asarray(data)
     if arr.dtype == object:
         arr = np.asarray(data, dtype=np.float64)
@@ -142,14 +134,3 @@ class Record:
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """Inverse of :meth:`to_dict`."""
         return _decode_dataclass(cls, data)
-
-
-def same_record(a: Any, b: Any) -> bool:
-    """Whether two encoded records are equal (NaN-free by construction; floats compared exactly)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_record(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_record(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    return type(a) is type(b) and a == b

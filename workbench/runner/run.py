@@ -34,9 +34,6 @@ from workbench.runner.params import defaults, notebook_params, resolve
 from workbench.runner.results import RESULTS, complete_provenance, read_results
 
 FAILURE = "failure.json"
-STRICT_ENV = {"WORKBENCH_STRICT": "1"}
-"""The kernel environment of ``workbench run --strict``: a training that misses its criterion
-(:class:`~workbench.errors.CriterionWarning`) is an error, and the run fails on it."""
 FailureKind = Literal["cell-error", "dead-kernel", "timeout", "no-results", "error"]
 
 

@@ -104,16 +104,7 @@ def metrics(result: AcmasResult) -> dict[str, Any]:
         layer: _r4(float(np.mean([s.f1[p, j] for s in result.schedules])))
         for j, layer in enumerate(s0.layers)
     }
-    order = [
-        "f1_sync",
-        "f1_async",
-        "auroc_sync",
-        "auroc_async",
-        "fpr_sync",
-        "fpr_async",
-        "f1_by_layer",
-    ]
-    out = {k: out[k] for k in order}
+    out = {k: out[k] for k in METRIC_KEYS if k in out}  # the headline keys in their order
     for name in ("sync", "async"):
         s = result.schedule(name)
         out[f"baseline_f1_text_{name}"] = _r4(s.text_metrics[0]) if s else None
